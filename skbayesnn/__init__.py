@@ -1,0 +1,7 @@
+"""skbayesnn: Bayesian neural network estimators with a scikit-learn API."""
+
+__version__ = "0.1.0.dev0"
+
+from .linear_model import BayesianLinearRegressor  # noqa: E402
+
+__all__ = ["BayesianLinearRegressor", "__version__"]

@@ -1,0 +1,273 @@
+"""Base classes shared by every skbayesnn estimator.
+
+The base does what is common and method-free: parameter and data validation with
+scikit-learn's utilities, standardisation of ``X`` and ``y`` (predictions come back
+in the original units), the array device, the random generator, ``partial_fit``
+plumbing, ``predict(X, return_std=...)`` and ``predict_dist``.  A subclass only
+implements the hooks that take and return *standardised* arrays:
+
+``_fit_scaled(X, Y, xp, rng)``
+    Train from scratch.
+``_partial_fit_scaled(X, Y, xp, rng)``
+    One incremental update (online estimators, with :class:`PartialFitMixin`).
+``_predict_moments_scaled(X, xp)``
+    Return ``(mean, epistemic_var, aleatoric_var)``, each of shape
+    ``(n_samples, n_outputs)``.
+
+``Y`` is always 2-D inside the hooks; single-output predictions are raveled back.
+"""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._backend import DEVICES, asnumpy, cuda_available, get_namespace, resolve_device, to_device
+from .distributions import NormalPredictive
+
+
+def _host_copy(value):
+    """Recursively move device arrays (and posteriors) in ``value`` to the host."""
+    if hasattr(value, "to_numpy") and callable(value.to_numpy):
+        return value.to_numpy()
+    if isinstance(value, list):
+        return [_host_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_host_copy(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _host_copy(v) for k, v in value.items()}
+    if type(value).__module__.split(".")[0] == "cupy":
+        return asnumpy(value)
+    return value
+
+
+class BaseBayesianRegressor(RegressorMixin, BaseEstimator):
+    """Common machinery of the Bayesian regressors (see the module docstring).
+
+    Fitted attributes set by the base
+    ---------------------------------
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str, when X has string column names
+    n_outputs_ : int
+    x_scaler_, y_scaler_ : StandardScaler
+        Standardisation of the inputs and targets, learned on the data passed to
+        ``fit`` (or to the first ``partial_fit``).  Constant features get scale 1.
+    device_ : {"cpu", "cuda"}
+        The device resolved from ``device``.
+    """
+
+    _parameter_constraints: dict = {
+        "device": [StrOptions(set(DEVICES))],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    #: Whether a 2-D ``y`` with several columns is accepted.
+    _supports_multi_output = False
+
+    # ----------------------------------------------------------------- hooks
+    def _fit_scaled(self, X, Y, xp, rng):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _partial_fit_scaled(self, X, Y, xp, rng):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _predict_moments_scaled(self, X, xp):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ utilities
+    def _log(self, message, level=1):
+        if self.verbose >= level:
+            print(f"[{type(self).__name__}] {message}", flush=True)
+
+    def _validate_training_data(self, X, y, *, reset, min_samples):
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            reset=reset,
+            dtype=np.float64,
+            multi_output=self._supports_multi_output,
+            y_numeric=True,
+            ensure_min_samples=min_samples,
+        )
+        Y = y.reshape(-1, 1) if y.ndim == 1 else y
+        if reset:
+            self._y_ndim = y.ndim
+            self.n_outputs_ = Y.shape[1]
+        elif Y.shape[1] != self.n_outputs_:
+            raise ValueError(
+                f"y has {Y.shape[1]} output columns but {type(self).__name__} was "
+                f"fitted with {self.n_outputs_}."
+            )
+        return X, Y
+
+    def _fit_scalers(self, X, Y):
+        self.x_scaler_ = StandardScaler().fit(X)
+        self.y_scaler_ = StandardScaler().fit(Y)
+
+    def _scale_X(self, X, xp):
+        return to_device(self.x_scaler_.transform(X), xp)
+
+    def _scale_Y(self, Y, xp):
+        return to_device(self.y_scaler_.transform(Y), xp)
+
+    def _namespace(self):
+        """Array namespace for the fitted device; falls back to NumPy when a model
+        fitted on a GPU is used on a machine without one."""
+        if self.device_ == "cuda" and not cuda_available():
+            warnings.warn(
+                f"{type(self).__name__} was fitted on a GPU but no GPU is available "
+                "now; computing on the CPU.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return np
+        return get_namespace(self.device_)
+
+    def _make_rng(self):
+        # A Generator seeded from sklearn's random_state convention (None, int or
+        # RandomState), so one random_state reproduces a whole fit.
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        return np.random.default_rng(seed)
+
+    # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the model to training data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs (at least 2 rows).
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Targets; several columns only where the estimator supports them.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X, Y = self._validate_training_data(X, y, reset=True, min_samples=2)
+        self.device_ = resolve_device(self.device)
+        xp = get_namespace(self.device_)
+        self._fit_scalers(X, Y)
+        self._rng = self._make_rng()
+        self._fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
+        return self
+
+    # -------------------------------------------------------------- predict
+    def predict_dist(self, X):
+        """Predictive distribution at ``X``, in the target's original units.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        dist : NormalPredictive
+            Mean, variance and, separately, its ``epistemic_var`` (model
+            uncertainty) and ``aleatoric_var`` (observation noise) parts; shapes
+            ``(n_samples,)`` for one output, ``(n_samples, n_outputs)`` otherwise.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        xp = self._namespace()
+        mean, epi, ale = self._predict_moments_scaled(self._scale_X(X, xp), xp)
+        scale = self.y_scaler_.scale_
+        mean = asnumpy(mean) * scale + self.y_scaler_.mean_
+        epi = np.maximum(asnumpy(epi), 0.0) * scale**2
+        ale = np.maximum(asnumpy(ale), 0.0) * scale**2
+        if self._y_ndim == 1:
+            mean, epi, ale = mean[:, 0], epi[:, 0], ale[:, 0]
+        return NormalPredictive(mean, epistemic_var=epi, aleatoric_var=ale)
+
+    def predict(self, X, return_std=False):
+        """Predictive mean, and optionally its standard deviation.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the standard deviation of the full predictive (model
+            uncertainty plus observation noise), as sklearn's
+            ``GaussianProcessRegressor`` and ``BayesianRidge`` do.
+
+        Returns
+        -------
+        y_mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        y_std : ndarray of the same shape
+            Only when ``return_std=True``.
+        """
+        dist = self.predict_dist(X)
+        if return_std:
+            return dist.mean(), dist.std()
+        return dist.mean()
+
+    # -------------------------------------------------------------- pickling
+    def __getstate__(self):
+        # Fitted device arrays are copied to the host so that a model trained on
+        # a GPU loads on a machine without one (DESIGN.md, "Contracts").
+        state = super().__getstate__()
+        return {k: _host_copy(v) for k, v in state.items()}
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = self._supports_multi_output
+        return tags
+
+
+class PartialFitMixin:
+    """``partial_fit`` for estimators that learn online.
+
+    The first call fixes the standardisation of ``X`` and ``y`` from its batch
+    (later batches are scaled the same way, since an online model cannot be
+    re-standardised), creates the random generator and calls ``_init_online``;
+    every call then passes its standardised batch to ``_partial_fit_scaled``.
+    """
+
+    def _init_online(self, n_features, n_outputs, xp, rng):
+        """Create the initial (prior) state; override where needed."""
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y):
+        """Update the model with one batch of data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        self : object
+        """
+        first = not hasattr(self, "x_scaler_")
+        X, Y = self._validate_training_data(X, y, reset=first, min_samples=1)
+        if first:
+            self.device_ = resolve_device(self.device)
+            self._fit_scalers(X, Y)
+            self._rng = self._make_rng()
+            xp = get_namespace(self.device_)
+            self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
+        else:
+            xp = self._namespace()
+        self._partial_fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
+        return self
+
+
+def check_positive_int(value, name):
+    """Return ``int(value)`` if it is a positive integer (not bool), else raise."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    return int(value)

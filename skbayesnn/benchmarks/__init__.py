@@ -1,0 +1,1 @@
+"""Benchmark runners behind ``python -m skbayesnn.benchmarks``."""

@@ -1,0 +1,5 @@
+"""``python -m skbayesnn.benchmarks``: the diabetes comparison table (README)."""
+
+from .diabetes import main
+
+main()

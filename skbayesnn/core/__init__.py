@@ -1,0 +1,1 @@
+"""Method-independent Gaussian math on an array namespace (NumPy or CuPy)."""

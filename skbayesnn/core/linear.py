@@ -1,0 +1,58 @@
+"""Moments of a linear layer ``h = W a + b`` with independent Gaussian weights.
+
+This one formula is shared by TAGI's forward pass (tagi.md §3.3), PBP's forward
+pass (pbp.md §2.1, with PBP's input scaling folded into W and b) and the analytic
+predictive (analytic_predictive.md §2.4, Eq. 37, "diagonal" variant).
+"""
+
+from __future__ import annotations
+
+from .._backend import array_namespace
+
+
+def linear_moments(a_mean, a_var, w_mean, w_var, b_mean=None, b_var=None):
+    """Mean and variance of ``h = W a + b`` for a batch of inputs.
+
+    ``W`` has independent entries ``W_ki ~ N(w_mean[k, i], w_var[k, i])``, the bias
+    ``b_k ~ N(b_mean[k], b_var[k])``, and the input ``a`` has independent entries
+    with mean ``a_mean`` and variance ``a_var``, independent of ``W`` and ``b``.
+    Then, exactly (no Gaussianity needed),
+
+    .. math::
+
+        E[h_k] = \\sum_i M_{ki} \\mu_i + \\mu_{b,k}, \\qquad
+        Var[h_k] = \\sum_i \\big(V_{ki} \\mu_i^2 + (M_{ki}^2 + V_{ki}) s_i\\big) + v_{b,k},
+
+    the diagonal formula of analytic_predictive.md §2.4 (Eq. 37) and tagi.md §3.3.
+    Correlations between different ``h_k`` are dropped, as in TAGI, PBP and the
+    analytic predictive.
+
+    Parameters
+    ----------
+    a_mean : array of shape (..., n_in)
+        Mean of the layer input (a batch of rows).
+    a_var : array of shape (..., n_in) or None
+        Variance of the layer input; None means a deterministic input, which saves
+        one matrix product.
+    w_mean, w_var : arrays of shape (n_out, n_in)
+        Weight means and variances (variances >= 0).
+    b_mean, b_var : arrays of shape (n_out,) or None
+        Bias mean and variance; None means no bias (or a deterministic zero one).
+
+    Returns
+    -------
+    h_mean, h_var : arrays of shape (..., n_out)
+        The variance is a sum of non-negative terms, so it is never negative.
+    """
+    xp = array_namespace(a_mean, w_mean)
+    h_mean = a_mean @ w_mean.T
+    h_var = (a_mean * a_mean) @ w_var.T
+    if a_var is not None:
+        h_var = h_var + a_var @ (w_mean * w_mean + w_var).T
+    if b_mean is not None:
+        h_mean = h_mean + b_mean
+    if b_var is not None:
+        h_var = h_var + b_var
+    # Rounding in the sums cannot make a sum of non-negative terms negative, but
+    # callers may pass -0.0 variances; normalise to keep the contract exact.
+    return h_mean, xp.maximum(h_var, 0.0)

@@ -1,0 +1,1190 @@
+"""Metrics and scorers for probabilistic predictions.
+
+Regression metrics take either the parameters of a Gaussian predictive
+(``y_mean``, ``y_std``), interval bounds, or a predictive distribution object as
+returned by ``predict_dist`` (:class:`~skbayesnn.distributions.NormalPredictive`,
+:class:`~skbayesnn.distributions.GaussianMixturePredictive`, or anything with the
+same methods, e.g. a frozen :mod:`scipy.stats` distribution):
+
+* :func:`gaussian_nlpd`, :func:`nlpd` -- negative log predictive density;
+* :func:`crps_gaussian`, :func:`crps_gaussian_mixture`, :func:`crps` --
+  continuous ranked probability score (closed forms);
+* :func:`interval_coverage`, :func:`interval_width`, :func:`coverage`,
+  :func:`mean_interval_width` -- empirical coverage and mean width of
+  predictive intervals;
+* :func:`pit_values`, :func:`regression_calibration_error` -- probability
+  integral transform and quantile-calibration error.
+
+Classification metrics take class probabilities (``predict_proba``):
+:func:`expected_calibration_error`, :func:`brier_score`, :func:`categorical_nll`.
+
+Every metric except :func:`pit_values` returns a weighted mean over samples (``sample_weight=None`` gives
+equal weights) as a Python ``float``.  Inputs are validated with scikit-learn's
+utilities; NaN or infinite values, negative standard deviations and inconsistent
+lengths raise :class:`ValueError`.  Computation is on the host with NumPy/SciPy.
+
+Scorers for ``scoring=`` in :class:`~sklearn.model_selection.GridSearchCV`,
+:func:`~sklearn.model_selection.cross_val_score` and
+:func:`~sklearn.model_selection.cross_validate` (greater is better, as in
+scikit-learn) are instances of :class:`PredictiveScorer`: ``neg_nlpd_scorer``,
+``neg_crps_scorer``, ``neg_calibration_error_scorer``,
+``neg_coverage_error_scorer``, ``neg_ece_scorer``, ``neg_brier_scorer`` and
+``neg_categorical_nll_scorer``.  :func:`get_scorer` resolves their names and
+falls back to :func:`sklearn.metrics.get_scorer` for every other name.  Pass the
+scorer objects (or ``get_scorer(name)``) to ``scoring=``: scikit-learn's own
+string registry does not know these names.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import special
+from sklearn.metrics import brier_score_loss as _sk_brier_score_loss
+from sklearn.metrics import get_scorer as _sk_get_scorer
+from sklearn.metrics import get_scorer_names as _sk_get_scorer_names
+from sklearn.metrics import log_loss as _sk_log_loss
+from sklearn.utils import check_consistent_length
+from sklearn.utils.validation import _check_sample_weight, check_array, column_or_1d
+
+__all__ = [
+    "PredictiveScorer",
+    "brier_score",
+    "categorical_nll",
+    "coverage",
+    "crps",
+    "crps_gaussian",
+    "crps_gaussian_mixture",
+    "expected_calibration_error",
+    "gaussian_nlpd",
+    "get_scorer",
+    "get_scorer_names",
+    "interval_coverage",
+    "interval_width",
+    "mean_interval_width",
+    "neg_brier_scorer",
+    "neg_calibration_error_scorer",
+    "neg_categorical_nll_scorer",
+    "neg_coverage_error_scorer",
+    "neg_crps_scorer",
+    "neg_ece_scorer",
+    "neg_nlpd_scorer",
+    "nlpd",
+    "pit_values",
+    "regression_calibration_error",
+]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+# --------------------------------------------------------------------------- validation
+def _check_y(y_true, name="y_true"):
+    """1-D finite float array (a column vector ``(n, 1)`` is raveled)."""
+    y = check_array(
+        y_true, ensure_2d=False, dtype="numeric", input_name=name, ensure_all_finite=True
+    )
+    if y.ndim == 2 and y.shape[1] != 1:
+        raise ValueError(
+            f"{name} must be 1-D (single-output targets); got an array of shape {y.shape}."
+        )
+    return column_or_1d(y, input_name=name).astype(np.float64, copy=False)
+
+
+def _check_param(value, n, name, *, allow_inf=False):
+    """A per-sample parameter: a scalar (broadcast) or a 1-D array of length ``n``."""
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+        scalar = True
+    else:
+        scalar = False
+    arr = check_array(
+        arr,
+        ensure_2d=False,
+        dtype="numeric",
+        input_name=name,
+        ensure_all_finite=not allow_inf,
+    )
+    if allow_inf and np.any(np.isnan(arr)):
+        raise ValueError(f"Input {name} contains NaN.")
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D or a scalar; got an array of shape {arr.shape}.")
+    arr = arr.astype(np.float64, copy=False)
+    if scalar:
+        return np.full(n, arr[0])
+    if arr.shape[0] != n:
+        raise ValueError(
+            f"{name} has {arr.shape[0]} entries but y_true has {n} samples "
+            "(inconsistent lengths)."
+        )
+    return arr
+
+
+def _check_std(y_std, n, name="y_std", *, strictly_positive=False):
+    std = _check_param(y_std, n, name)
+    if np.any(std < 0):
+        raise ValueError(f"{name} must be non-negative; got a minimum of {std.min()!r}.")
+    if strictly_positive and np.any(std == 0):
+        raise ValueError(
+            f"{name} must be strictly positive here (a zero standard deviation has no "
+            "density); got zeros."
+        )
+    return std
+
+
+def _check_weights(sample_weight, n):
+    if sample_weight is None:
+        return None
+    sw = _check_sample_weight(
+        sample_weight, np.empty((n, 0)), dtype=np.float64, ensure_non_negative=True
+    )
+    return sw
+
+
+def _weighted_mean(values, sample_weight):
+    """Weighted mean of per-sample values as a float (``sample_weight`` validated)."""
+    values = np.asarray(values, dtype=np.float64)
+    if sample_weight is None:
+        return float(np.mean(values))
+    return float(np.average(values, weights=sample_weight))
+
+
+def _dist_output(values, n, what):
+    """Validate the per-sample array a distribution method returned."""
+    out = np.asarray(values, dtype=np.float64)
+    if out.size == n and out.ndim > 1:
+        out = out.reshape(n)
+    if out.shape != (n,):
+        raise ValueError(
+            f"{what} returned an array of shape {out.shape}; expected ({n},) to match "
+            "y_true (single-output predictive distributions only)."
+        )
+    return out
+
+
+def _check_dist_length(y_dist, n):
+    """If ``y_dist`` reports its mean, check it describes ``n`` samples."""
+    mean = getattr(y_dist, "mean", None)
+    if not callable(mean):
+        return
+    try:
+        shape = np.shape(mean())
+    except Exception:  # the mean is not needed by the metric; let it fail later
+        return
+    if len(shape) >= 1 and shape[0] != n:
+        raise ValueError(
+            f"y_dist describes {shape[0]} samples but y_true has {n} "
+            "(inconsistent lengths)."
+        )
+
+
+def _require(y_dist, method, func_name, hint=""):
+    fn = getattr(y_dist, method, None)
+    if not callable(fn):
+        raise TypeError(
+            f"{func_name} needs a predictive distribution with a `{method}` method; got "
+            f"{type(y_dist).__name__}.{hint}"
+        )
+    return fn
+
+
+def _check_confidence(confidence):
+    if not isinstance(confidence, Real) or not (0.0 < float(confidence) < 1.0):
+        raise ValueError(f"confidence must be a float in (0, 1); got {confidence!r}.")
+    return float(confidence)
+
+
+# ------------------------------------------------------------------------ log density
+def gaussian_nlpd(y_true, y_mean, y_std, *, sample_weight=None):
+    r"""Mean negative log predictive density of Gaussian predictives.
+
+    .. math::
+
+        \mathrm{NLPD} = \frac{\sum_i w_i \ell_i}{\sum_i w_i},\qquad
+        \ell_i = \tfrac12\log(2\pi) + \log\sigma_i
+                 + \frac{(y_i - \mu_i)^2}{2\sigma_i^2},
+
+    i.e. the weighted mean of :math:`-\log \mathcal N(y_i \mid \mu_i, \sigma_i^2)` in
+    nats (natural logarithm, constant included).  Lower is better.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        Observed targets.
+    y_mean : array-like of shape (n_samples,) or float
+        Predictive means.
+    y_std : array-like of shape (n_samples,) or float
+        Predictive standard deviations; must be strictly positive.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative sample weights.
+
+    Returns
+    -------
+    nlpd : float
+
+    Raises
+    ------
+    ValueError
+        NaN/inf in the inputs, a non-positive ``y_std``, or inconsistent lengths.
+
+    See Also
+    --------
+    nlpd : the same for any predictive distribution object.
+
+    References
+    ----------
+    .. [1] Quiñonero-Candela, J., Rasmussen, C. E., Sinz, F., Bousquet, O. and
+       Schölkopf, B. (2006). Evaluating predictive uncertainty challenge. In
+       *Machine Learning Challenges*, LNCS 3944, 1-27.
+
+    Examples
+    --------
+    >>> from skbayesnn.metrics import gaussian_nlpd
+    >>> round(gaussian_nlpd([0.0], [0.0], [1.0]), 6)  # 0.5 * log(2 pi)
+    0.918939
+    """
+    y = _check_y(y_true)
+    n = y.shape[0]
+    mu = _check_param(y_mean, n, "y_mean")
+    std = _check_std(y_std, n, strictly_positive=True)
+    sw = _check_weights(sample_weight, n)
+    z = (y - mu) / std
+    loss = 0.5 * _LOG_2PI + np.log(std) + 0.5 * z * z
+    return _weighted_mean(loss, sw)
+
+
+def nlpd(y_true, y_dist, *, sample_weight=None):
+    r"""Mean negative log predictive density of a predictive distribution.
+
+    .. math::
+
+        \mathrm{NLPD} = -\frac{\sum_i w_i \log p_i(y_i)}{\sum_i w_i}
+
+    where :math:`\log p_i` is ``y_dist.logpdf`` (natural logarithm).  Works for any
+    object with a vectorised ``logpdf`` -- :class:`~skbayesnn.distributions.NormalPredictive`,
+    :class:`~skbayesnn.distributions.GaussianMixturePredictive` or a frozen
+    :mod:`scipy.stats` distribution.  A zero density gives ``inf``.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_dist : predictive distribution over ``n_samples`` targets
+        Must provide ``logpdf(y) -> ndarray of shape (n_samples,)``.
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    nlpd : float
+
+    Raises
+    ------
+    TypeError
+        If ``y_dist`` has no ``logpdf`` (e.g. a categorical predictive: use
+        :func:`categorical_nll`).
+
+    See Also
+    --------
+    gaussian_nlpd : closed form from means and standard deviations.
+    """
+    logpdf = _require(
+        y_dist, "logpdf", "nlpd", " For class probabilities use categorical_nll."
+    )
+    y = _check_y(y_true)
+    _check_dist_length(y_dist, y.shape[0])
+    sw = _check_weights(sample_weight, y.shape[0])
+    lp = _dist_output(logpdf(y), y.shape[0], f"{type(y_dist).__name__}.logpdf")
+    if np.any(np.isnan(lp)):
+        raise ValueError("y_dist.logpdf returned NaN.")
+    return -_weighted_mean(lp, sw)
+
+
+# ------------------------------------------------------------------------------ CRPS
+def _crps_normal_elementwise(y, mu, std):
+    r"""Per-sample CRPS of N(mu, std^2) at y; std == 0 gives |y - mu|."""
+    diff = y - mu
+    pos = std > 0
+    z = np.divide(diff, std, out=np.zeros_like(diff), where=pos)
+    pdf = np.exp(-0.5 * z * z) * _INV_SQRT_2PI
+    val = std * (z * (2.0 * special.ndtr(z) - 1.0) + 2.0 * pdf - _INV_SQRT_PI)
+    return np.where(pos, val, np.abs(diff))
+
+
+def _expected_abs_normal(mu, s):
+    r"""``A(mu, s^2) = E|X|`` for ``X ~ N(mu, s^2)``: ``mu(2 Phi(mu/s) - 1) + 2 s phi(mu/s)``."""
+    pos = s > 0
+    z = np.divide(mu, s, out=np.zeros_like(mu), where=pos)
+    val = mu * (2.0 * special.ndtr(z) - 1.0) + 2.0 * s * np.exp(-0.5 * z * z) * _INV_SQRT_2PI
+    return np.where(pos, val, np.abs(mu))
+
+
+def crps_gaussian(y_true, y_mean, y_std, *, sample_weight=None):
+    r"""Mean continuous ranked probability score of Gaussian predictives.
+
+    For a predictive CDF :math:`F` and an observation :math:`y`,
+    :math:`\mathrm{CRPS}(F, y) = \int_{-\infty}^{\infty} (F(x) - \mathbb 1[x \ge y])^2\,dx`.
+    For :math:`F = \mathcal N(\mu, \sigma^2)` it has the closed form [1]_
+
+    .. math::
+
+        \mathrm{CRPS} = \sigma\left[z\,(2\Phi(z) - 1) + 2\varphi(z)
+                        - \frac{1}{\sqrt\pi}\right], \qquad z = \frac{y - \mu}{\sigma},
+
+    and for :math:`\sigma = 0` (a point forecast) it reduces to the absolute error
+    :math:`|y - \mu|`.  The CRPS has the units of ``y``; lower is better.  Returns
+    the weighted mean over samples.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_mean : array-like of shape (n_samples,) or float
+    y_std : array-like of shape (n_samples,) or float
+        Non-negative predictive standard deviations (zeros allowed).
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    crps : float
+
+    References
+    ----------
+    .. [1] Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,
+       prediction, and estimation. *JASA* 102(477), 359-378, eq. (21).
+
+    Examples
+    --------
+    >>> from skbayesnn.metrics import crps_gaussian
+    >>> crps_gaussian([1.0, -2.0], [0.0, 0.0], [0.0, 0.0])  # absolute error
+    1.5
+    """
+    y = _check_y(y_true)
+    n = y.shape[0]
+    mu = _check_param(y_mean, n, "y_mean")
+    std = _check_std(y_std, n)
+    sw = _check_weights(sample_weight, n)
+    return _weighted_mean(_crps_normal_elementwise(y, mu, std), sw)
+
+
+def _check_mixture(means, stds, weights, n):
+    """Broadcast mixture parameters to (n, K) and validate them."""
+
+    def as2d(value, name, allow_rows=True):
+        arr = np.asarray(value)
+        if arr.ndim == 0:
+            arr = arr.reshape(1, 1)
+        elif arr.ndim == 1:
+            arr = arr.reshape(1, -1)
+        arr = check_array(arr, dtype="numeric", input_name=name)  # finite, 2-D
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 1-D (K,) or 2-D (n_samples, K).")
+        if arr.shape[0] not in (1, n):
+            raise ValueError(
+                f"{name} has {arr.shape[0]} rows but y_true has {n} samples "
+                "(inconsistent lengths); the component axis is the last one."
+            )
+        return arr.astype(np.float64, copy=False)
+
+    mu = as2d(means, "means")
+    sd = as2d(stds, "stds")
+    w = as2d(weights, "weights")
+    k = max(mu.shape[1], sd.shape[1], w.shape[1])
+    try:
+        mu, sd, w = np.broadcast_arrays(mu, sd, w)
+        mu, sd, w = (np.broadcast_to(a, (n, k)) for a in (mu, sd, w))
+    except ValueError:
+        raise ValueError(
+            "means, stds and weights have incompatible shapes "
+            f"{np.shape(means)}, {np.shape(stds)}, {np.shape(weights)}; each must "
+            "broadcast to (n_samples, n_components)."
+        ) from None
+    if np.any(sd < 0):
+        raise ValueError(f"stds must be non-negative; got a minimum of {sd.min()!r}.")
+    if np.any(w < 0):
+        raise ValueError(f"weights must be non-negative; got a minimum of {w.min()!r}.")
+    total = w.sum(axis=1, keepdims=True)
+    if np.any(total <= 0):
+        raise ValueError("weights must have a positive sum over the components.")
+    return mu, sd, w / total
+
+
+def crps_gaussian_mixture(y_true, means, stds, weights, *, sample_weight=None):
+    r"""Mean CRPS of Gaussian-mixture predictives, in closed form.
+
+    With the energy form of the CRPS,
+    :math:`\mathrm{CRPS}(F, y) = \mathbb E|X - y| - \tfrac12\mathbb E|X - X'|` for
+    independent :math:`X, X' \sim F` [1]_, and
+    :math:`A(\mu, s^2) = \mathbb E|Z|,\ Z\sim\mathcal N(\mu, s^2)
+    = \mu\,(2\Phi(\mu/s) - 1) + 2s\,\varphi(\mu/s)`,
+    the mixture :math:`F = \sum_k w_k \mathcal N(\mu_k, \sigma_k^2)` has [2]_
+
+    .. math::
+
+        \mathrm{CRPS}(F, y) = \sum_k w_k A(y - \mu_k, \sigma_k^2)
+          - \frac12 \sum_{k, l} w_k w_l A(\mu_k - \mu_l, \sigma_k^2 + \sigma_l^2).
+
+    :math:`A(\mu, 0) = |\mu|`, so point masses (``stds == 0``) are allowed.  With a
+    single component this equals :func:`crps_gaussian`.  Cost is
+    :math:`O(n K^2)` time, computed in chunks of samples so memory stays
+    :math:`O(K^2)` per chunk (fine for :math:`K \lesssim 100`).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    means : array-like of shape (n_samples, n_components) or (n_components,)
+        Component means (component axis last).
+    stds : array-like of shape (n_samples, n_components) or (n_components,)
+        Non-negative component standard deviations.
+    weights : array-like of shape (n_components,) or (n_samples, n_components)
+        Non-negative mixture weights; normalised to sum to one over the
+        components.
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    crps : float
+
+    References
+    ----------
+    .. [1] Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,
+       prediction, and estimation. *JASA* 102(477), 359-378, eq. (20).
+    .. [2] Grimit, E. P., Gneiting, T., Berrocal, V. J. and Johnson, N. A. (2006).
+       The continuous ranked probability score for circular variables and its
+       application to mesoscale forecast ensemble verification. *Quarterly Journal
+       of the Royal Meteorological Society* 132, 2925-2942.
+    """
+    y = _check_y(y_true)
+    n = y.shape[0]
+    mu, sd, w = _check_mixture(means, stds, weights, n)
+    sw = _check_weights(sample_weight, n)
+    k = mu.shape[1]
+    var = sd * sd
+    out = np.empty(n)
+    chunk = max(1, (1 << 21) // (k * k))
+    for start in range(0, n, chunk):
+        sl = slice(start, min(start + chunk, n))
+        m, v, ww = mu[sl], var[sl], w[sl]
+        term1 = np.sum(ww * _expected_abs_normal(y[sl, None] - m, np.sqrt(v)), axis=1)
+        dmu = m[:, :, None] - m[:, None, :]
+        s = np.sqrt(v[:, :, None] + v[:, None, :])
+        pair = _expected_abs_normal(dmu, s)
+        term2 = np.einsum("nk,nkl,nl->n", ww, pair, ww)
+        out[sl] = term1 - 0.5 * term2
+    # Round-off can make a perfect point forecast slightly negative.
+    return _weighted_mean(np.maximum(out, 0.0), sw)
+
+
+def _is_scipy_frozen_norm(y_dist):
+    from scipy import stats
+
+    return getattr(y_dist, "dist", None) is stats.norm
+
+
+def _mixture_parameters(y_dist):
+    """``(means, vars, weights)`` of a mixture predictive, each ``(n, K)``-broadcastable."""
+    comps = getattr(y_dist, "components", None)
+    if comps is not None:
+        means, vars_, weights = comps.means, comps.vars, comps.weights
+    else:
+        means, vars_, weights = y_dist.means, y_dist.vars, y_dist.weights
+    return (
+        np.asarray(means, dtype=np.float64),
+        np.asarray(vars_, dtype=np.float64),
+        np.asarray(weights, dtype=np.float64),
+    )
+
+
+def crps(y_true, y_dist, *, sample_weight=None):
+    r"""Mean CRPS of a Gaussian or Gaussian-mixture predictive distribution.
+
+    Dispatches on the type of ``y_dist``:
+
+    * :class:`~skbayesnn.distributions.NormalPredictive` (or a frozen
+      ``scipy.stats.norm``) -> :func:`crps_gaussian` with ``y_dist.mean()`` and
+      ``y_dist.std()``;
+    * :class:`~skbayesnn.distributions.GaussianMixturePredictive` ->
+      :func:`crps_gaussian_mixture` with the component means, ``sqrt`` of the
+      component variances and the weights (``y_dist.components``).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_dist : NormalPredictive or GaussianMixturePredictive
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    crps : float
+
+    Raises
+    ------
+    TypeError
+        For any other distribution type (no closed form implemented).
+    """
+    from .distributions import GaussianMixturePredictive, NormalPredictive
+
+    if isinstance(y_dist, GaussianMixturePredictive):
+        means, vars_, weights = _mixture_parameters(y_dist)
+        if np.any(vars_ < 0):
+            raise ValueError("the mixture has negative component variances.")
+        return crps_gaussian_mixture(
+            y_true, means, np.sqrt(vars_), weights, sample_weight=sample_weight
+        )
+    if isinstance(y_dist, NormalPredictive) or _is_scipy_frozen_norm(y_dist):
+        return crps_gaussian(
+            y_true, np.asarray(y_dist.mean()), np.asarray(y_dist.std()),
+            sample_weight=sample_weight,
+        )
+    raise TypeError(
+        "crps has closed forms for NormalPredictive and GaussianMixturePredictive "
+        f"(or a frozen scipy.stats.norm); got {type(y_dist).__name__}."
+    )
+
+
+# -------------------------------------------------------------------------- intervals
+def _check_bounds(lower, upper, n):
+    lo = _check_param(lower, n, "lower", allow_inf=True)
+    hi = _check_param(upper, n, "upper", allow_inf=True)
+    if np.any(lo > hi):
+        raise ValueError(
+            f"lower must not exceed upper; {int(np.sum(lo > hi))} interval(s) are inverted."
+        )
+    return lo, hi
+
+
+def interval_coverage(y_true, lower, upper, *, sample_weight=None):
+    r"""Fraction of targets inside their predictive intervals.
+
+    .. math::
+
+        \mathrm{coverage} = \frac{\sum_i w_i\,\mathbb 1[l_i \le y_i \le u_i]}{\sum_i w_i}.
+
+    A calibrated central :math:`100c\%` interval has coverage :math:`c` in
+    expectation (binomial standard error :math:`\sqrt{c(1-c)/n}`).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    lower, upper : array-like of shape (n_samples,) or float
+        Interval bounds (infinite bounds allowed, ``lower <= upper``).
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    coverage : float in [0, 1]
+    """
+    y = _check_y(y_true)
+    n = y.shape[0]
+    lo, hi = _check_bounds(lower, upper, n)
+    sw = _check_weights(sample_weight, n)
+    return _weighted_mean((lo <= y) & (y <= hi), sw)
+
+
+def interval_width(lower, upper, *, sample_weight=None):
+    r"""Mean width :math:`\sum_i w_i (u_i - l_i) / \sum_i w_i` of intervals.
+
+    Parameters
+    ----------
+    lower, upper : array-like of shape (n_samples,)
+        Interval bounds, ``lower <= upper`` (an infinite bound gives ``inf``).
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    width : float
+    """
+    n = column_or_1d(
+        check_array(
+            lower, ensure_2d=False, dtype="numeric", input_name="lower", ensure_all_finite=False
+        ),
+        input_name="lower",
+    ).shape[0]
+    lo, hi = _check_bounds(lower, upper, n)
+    sw = _check_weights(sample_weight, n)
+    return _weighted_mean(hi - lo, sw)
+
+
+def coverage(y_true, y_dist, confidence=0.95, *, sample_weight=None):
+    r"""Coverage of the central ``confidence`` intervals of a predictive distribution.
+
+    Uses ``lower, upper = y_dist.interval(confidence)`` (equal tails) and returns
+    :func:`interval_coverage`.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_dist : predictive distribution with ``interval(confidence)``
+    confidence : float in (0, 1), default=0.95
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    coverage : float in [0, 1]
+    """
+    confidence = _check_confidence(confidence)
+    interval = _require(y_dist, "interval", "coverage")
+    y = _check_y(y_true)
+    _check_dist_length(y_dist, y.shape[0])
+    lo, hi = interval(confidence)
+    n = y.shape[0]
+    lo = _dist_output(lo, n, "y_dist.interval (lower)")
+    hi = _dist_output(hi, n, "y_dist.interval (upper)")
+    return interval_coverage(y, lo, hi, sample_weight=sample_weight)
+
+
+def mean_interval_width(y_dist, confidence=0.95, *, sample_weight=None):
+    r"""Mean width of the central ``confidence`` intervals of ``y_dist``.
+
+    Parameters
+    ----------
+    y_dist : predictive distribution with ``interval(confidence)``
+    confidence : float in (0, 1), default=0.95
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    width : float
+        For a Gaussian, :math:`2\,\Phi^{-1}((1+c)/2)` times the mean standard
+        deviation.
+    """
+    confidence = _check_confidence(confidence)
+    interval = _require(y_dist, "interval", "mean_interval_width")
+    lo, hi = interval(confidence)
+    lo = np.asarray(lo, dtype=np.float64).reshape(-1)
+    hi = np.asarray(hi, dtype=np.float64).reshape(-1)
+    return interval_width(lo, hi, sample_weight=sample_weight)
+
+
+def _abs_coverage_error(y_true, y_dist, confidence=0.95, *, sample_weight=None):
+    """``|coverage(y_true, y_dist, confidence) - confidence|`` (for the scorer)."""
+    cov = coverage(y_true, y_dist, confidence, sample_weight=sample_weight)
+    return abs(cov - float(confidence))
+
+
+# ------------------------------------------------------------------------ calibration
+def pit_values(y_true, y_dist):
+    r"""Probability integral transform :math:`u_i = F_i(y_i)` (``y_dist.cdf(y_true)``).
+
+    For a calibrated predictive the PIT values are uniform on [0, 1] [1]_.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_dist : predictive distribution with ``cdf``
+
+    Returns
+    -------
+    pit : ndarray of shape (n_samples,)
+
+    References
+    ----------
+    .. [1] Gneiting, T., Balabdaoui, F. and Raftery, A. E. (2007). Probabilistic
+       forecasts, calibration and sharpness. *JRSS B* 69(2), 243-268.
+    """
+    cdf = _require(y_dist, "cdf", "pit_values")
+    y = _check_y(y_true)
+    _check_dist_length(y_dist, y.shape[0])
+    u = _dist_output(cdf(y), y.shape[0], f"{type(y_dist).__name__}.cdf")
+    if np.any(np.isnan(u)):
+        raise ValueError("y_dist.cdf returned NaN.")
+    return u
+
+
+def regression_calibration_error(y_true, y_dist, *, n_levels=19, sample_weight=None):
+    r"""Quantile-calibration error of a regression predictive distribution.
+
+    With PIT values :math:`u_i = F_i(y_i)` (:func:`pit_values`) and the nominal
+    levels :math:`p_j = j / (L + 1)`, :math:`j = 1..L` (``L = n_levels``; the
+    default gives 0.05, 0.10, ..., 0.95), the observed frequency of each level is
+    :math:`\hat p_j = \sum_i w_i \mathbb 1[u_i \le p_j] / \sum_i w_i` and
+
+    .. math::
+
+        \mathrm{CE} = \frac1L \sum_{j=1}^{L} |\hat p_j - p_j|,
+
+    the mean absolute gap of the calibration curve of Kuleshov et al. [1]_ (who
+    use squared gaps).  A calibrated predictive has :math:`\mathbb E\hat p_j = p_j`,
+    so CE tends to 0 as :math:`n \to \infty`; on finite calibrated data it is of
+    order :math:`\sqrt{p_j(1-p_j)/n}`, and by the DKW inequality
+    :math:`\mathrm{CE} \le \sqrt{\log(2/\alpha) / (2n)}` with probability at least
+    :math:`1-\alpha`.  Over-dispersed predictives give :math:`\hat p_j > p_j`
+    below the median and :math:`\hat p_j < p_j` above; under-dispersed the opposite.
+    The value lies in [0, 0.5].
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_dist : predictive distribution with ``cdf``
+    n_levels : int >= 1, default=19
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    error : float
+
+    References
+    ----------
+    .. [1] Kuleshov, V., Fenner, N. and Ermon, S. (2018). Accurate uncertainties
+       for deep learning using calibrated regression. *ICML*, PMLR 80, 2796-2804.
+    """
+    if isinstance(n_levels, bool) or not isinstance(n_levels, Integral) or n_levels < 1:
+        raise ValueError(f"n_levels must be a positive integer; got {n_levels!r}.")
+    u = pit_values(y_true, y_dist)
+    sw = _check_weights(sample_weight, u.shape[0])
+    levels = np.arange(1, n_levels + 1) / (n_levels + 1)
+    below = u[:, None] <= levels[None, :]
+    if sw is None:
+        observed = below.mean(axis=0)
+    else:
+        observed = (sw @ below) / sw.sum()
+    return float(np.mean(np.abs(observed - levels)))
+
+
+# ------------------------------------------------------------------------ classifiers
+def _check_proba(y_true, y_proba, classes):
+    """Validate labels and probabilities.
+
+    Returns ``(y_index, proba, classes)`` with ``proba`` float64 of shape
+    ``(n, C)`` (rows renormalised after validation) and ``y_index`` in ``0..C-1``.
+    """
+    if classes is None and hasattr(y_proba, "proba") and not isinstance(y_proba, np.ndarray):
+        classes = getattr(y_proba, "classes", None)
+    if hasattr(y_proba, "proba") and not isinstance(y_proba, np.ndarray):
+        y_proba = y_proba.proba
+    y = column_or_1d(
+        check_array(y_true, ensure_2d=False, dtype=None, input_name="y_true"),
+        input_name="y_true",
+    )
+    p = check_array(
+        y_proba, ensure_2d=False, allow_nd=True, dtype="numeric", input_name="y_proba"
+    )
+    check_consistent_length(y, p)
+    if p.ndim == 2 and p.shape[1] == 1:
+        p = p[:, 0]
+    if p.ndim == 1:
+        p = np.column_stack([1.0 - p, p])
+        binary_1d = True
+    elif p.ndim == 2:
+        binary_1d = False
+    else:
+        raise ValueError(f"y_proba must be 1-D or 2-D; got an array of shape {p.shape}.")
+    n, n_classes = p.shape
+    if n_classes < 2:
+        raise ValueError("y_proba must describe at least two classes.")
+    # rows must sum to one within 1e-6, or ~10 C ulp for low-precision input
+    eps = np.finfo(p.dtype if p.dtype.kind == "f" else np.float64).eps
+    tol = max(1e-6, 10.0 * n_classes * eps)
+    p = p.astype(np.float64, copy=False)
+    if np.any(p < 0) or np.any(p > 1):
+        raise ValueError(
+            f"y_proba must lie in [0, 1]; got values in [{p.min()!r}, {p.max()!r}]."
+        )
+    row_sums = p.sum(axis=1)
+    if not binary_1d and np.any(np.abs(row_sums - 1.0) > tol):
+        worst = float(row_sums[np.argmax(np.abs(row_sums - 1.0))])
+        raise ValueError(
+            f"the rows of y_proba must sum to one (tolerance {tol:g}); one sums to {worst!r}."
+        )
+    p = p / p.sum(axis=1, keepdims=True)
+
+    if classes is not None:
+        classes = column_or_1d(np.asarray(classes), input_name="classes")
+        if classes.shape[0] != n_classes:
+            raise ValueError(
+                f"classes has {classes.shape[0]} entries but y_proba has {n_classes} "
+                "columns (wrong shape)."
+            )
+        if np.unique(classes).shape[0] != n_classes:
+            raise ValueError("classes must not contain duplicates.")
+    else:
+        uniq = np.unique(y)
+        if uniq.shape[0] == n_classes:
+            classes = uniq
+        elif (
+            y.dtype.kind in "biu"
+            or (y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)))
+        ) and np.all((y >= 0) & (y < n_classes)):
+            classes = np.arange(n_classes)
+        else:
+            raise ValueError(
+                f"y_proba has {n_classes} columns but y_true has {uniq.shape[0]} distinct "
+                f"labels {uniq[:10].tolist()} that are not all in range({n_classes}); pass "
+                "`classes` (the labels of the columns, e.g. the estimator's classes_)."
+            )
+    if y.dtype.kind == "f" and np.any(np.isnan(y)):
+        raise ValueError("Input y_true contains NaN.")
+    sorter = np.argsort(classes, kind="stable")
+    sorted_classes = classes[sorter]
+    try:
+        pos = np.searchsorted(sorted_classes, y)
+    except TypeError:
+        raise ValueError("the labels in y_true are not comparable with classes.") from None
+    pos = np.clip(pos, 0, n_classes - 1)
+    found = sorted_classes[pos] == y
+    if not np.all(found):
+        missing = np.unique(y[~found])[:10].tolist()
+        raise ValueError(f"y_true contains labels not in classes: {missing}.")
+    return sorter[pos], p, classes
+
+
+def expected_calibration_error(
+    y_true, y_proba, *, n_bins=15, classes=None, sample_weight=None
+):
+    r"""Top-label expected calibration error (ECE) of class probabilities.
+
+    For each sample let the confidence be :math:`c_i = \max_k p_{ik}` and the
+    prediction :math:`\hat y_i = \arg\max_k p_{ik}` (first maximum on ties).
+    Samples are grouped into ``n_bins`` equal-width bins
+    :math:`B_m = ((m-1)/M, m/M]` of confidence (:math:`c = 0` goes to the first
+    bin) and
+
+    .. math::
+
+        \mathrm{ECE} = \sum_{m=1}^{M} \frac{W_m}{W}\,
+                       \left|\mathrm{acc}(B_m) - \mathrm{conf}(B_m)\right|,
+
+    where :math:`W_m` is the total sample weight in bin :math:`m`, :math:`W` the
+    total weight, and :math:`\mathrm{acc}`/:math:`\mathrm{conf}` are the weighted
+    means of :math:`\mathbb 1[\hat y_i = y_i]` and :math:`c_i` in the bin (Guo et
+    al. [1]_, Naeini et al. [2]_).  Empty bins contribute nothing.  The value lies
+    in [0, 1]; lower is better.  On finite calibrated data ECE is biased upwards,
+    roughly by :math:`\sum_m (W_m/W)\sqrt{2\,\mathrm{acc}_m(1-\mathrm{acc}_m)/(\pi n_m)}`.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Class probabilities (rows sum to one), columns in the order of
+        ``classes``.  A 1-D array is the probability of the positive class
+        ``classes[1]`` of a binary problem; its top-label confidence is
+        :math:`\max(p, 1-p)`.  A :class:`~skbayesnn.distributions.CategoricalPredictive`
+        is accepted too (its ``proba`` and ``classes`` are used).
+    n_bins : int >= 1, default=15
+    classes : array-like of shape (n_classes,), default=None
+        Labels of the columns of ``y_proba``.  When None: the sorted unique labels
+        of ``y_true`` if there are exactly ``n_classes`` of them (as scikit-learn
+        does), otherwise ``range(n_classes)`` if every label is an integer in it
+        (i.e. the sorted union of ``y_true`` and ``range(n_classes)``); anything
+        else raises ``ValueError``.  Pass the estimator's ``classes_`` to be safe.
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    ece : float
+
+    References
+    ----------
+    .. [1] Guo, C., Pleiss, G., Sun, Y. and Weinberger, K. Q. (2017). On
+       calibration of modern neural networks. *ICML*, PMLR 70, 1321-1330.
+    .. [2] Naeini, M. P., Cooper, G. F. and Hauskrecht, M. (2015). Obtaining well
+       calibrated probabilities using Bayesian binning. *AAAI*, 2901-2907.
+    """
+    if isinstance(n_bins, bool) or not isinstance(n_bins, Integral) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer; got {n_bins!r}.")
+    y_idx, p, _ = _check_proba(y_true, y_proba, classes)
+    n = y_idx.shape[0]
+    sw = _check_weights(sample_weight, n)
+    w = np.ones(n) if sw is None else sw
+    conf = p.max(axis=1)
+    correct = (p.argmax(axis=1) == y_idx).astype(np.float64)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    # bin m holds (edges[m], edges[m+1]]; conf == 0 goes to bin 0
+    bins = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, n_bins - 1)
+    mass = np.bincount(bins, weights=w, minlength=n_bins)
+    acc_sum = np.bincount(bins, weights=w * correct, minlength=n_bins)
+    conf_sum = np.bincount(bins, weights=w * conf, minlength=n_bins)
+    return float(np.sum(np.abs(acc_sum - conf_sum)) / mass.sum())
+
+
+def brier_score(y_true, y_proba, *, classes=None, sample_weight=None):
+    r"""Brier score of class probabilities (lower is better).
+
+    Multiclass (``n_classes >= 3``): the original definition of Brier (1950),
+
+    .. math::
+
+        \mathrm{BS} = \frac{\sum_i w_i \sum_{k=1}^{C} (p_{ik} - \mathbb 1[y_i = k])^2}
+                           {\sum_i w_i} \in [0, 2].
+
+    Binary (1-D ``y_proba`` or two columns): the customary
+    :math:`\sum_i w_i (p_{i} - \mathbb 1[y_i = \text{classes}[1]])^2 / \sum_i w_i
+    \in [0, 1]`, which is *half* the two-class sum above.
+
+    This is :func:`sklearn.metrics.brier_score_loss` with its default
+    ``scale_by_half="auto"`` (scikit-learn >= 1.7), which this function wraps after
+    mapping the labels through ``classes``.  Note the factor of two between the
+    binary and the multiclass conventions when comparing across problems.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
+        See :func:`expected_calibration_error`.
+    classes : array-like of shape (n_classes,), default=None
+        Labels of the columns; default as in :func:`expected_calibration_error`.
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    brier : float
+
+    References
+    ----------
+    .. [1] Brier, G. W. (1950). Verification of forecasts expressed in terms of
+       probability. *Monthly Weather Review* 78(1), 1-3.
+    """
+    y_idx, p, _ = _check_proba(y_true, y_proba, classes)
+    n, n_classes = p.shape
+    sw = _check_weights(sample_weight, n)
+    try:
+        return float(
+            _sk_brier_score_loss(
+                y_idx,
+                p,
+                labels=np.arange(n_classes),
+                sample_weight=sw,
+                scale_by_half=n_classes == 2,
+            )
+        )
+    except TypeError:  # scikit-learn < 1.7: no `labels` / `scale_by_half`
+        sq = (p - np.eye(n_classes)[y_idx]) ** 2
+        per_sample = sq[:, 1] if n_classes == 2 else sq.sum(axis=1)
+        return _weighted_mean(per_sample, sw)
+
+
+def categorical_nll(y_true, y_proba, *, classes=None, sample_weight=None):
+    r"""Mean negative log-likelihood (log loss) of class probabilities.
+
+    .. math::
+
+        \mathrm{NLL} = -\frac{\sum_i w_i \log p_{i, y_i}}{\sum_i w_i}
+
+    in nats; wraps :func:`sklearn.metrics.log_loss` after mapping the labels
+    through ``classes``, so probabilities are clipped at machine epsilon (a zero
+    probability for the true class costs :math:`-\log\epsilon \approx 36`, not
+    infinity).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
+        See :func:`expected_calibration_error`.
+    classes : array-like of shape (n_classes,), default=None
+        Labels of the columns; default as in :func:`expected_calibration_error`.
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    nll : float
+    """
+    y_idx, p, _ = _check_proba(y_true, y_proba, classes)
+    sw = _check_weights(sample_weight, p.shape[0])
+    return float(_sk_log_loss(y_idx, p, labels=np.arange(p.shape[1]), sample_weight=sw))
+
+
+# --------------------------------------------------------------------------- scorers
+_RESPONSES = ("predict_dist", "predict_proba")
+
+
+class PredictiveScorer:
+    """Scorer ``scorer(estimator, X, y)`` for probabilistic predictions.
+
+    Calls ``estimator.<response>(X)`` (``predict_dist`` or ``predict_proba``) and
+    returns ``sign * score_func(y, prediction, **kwargs)`` with ``sign = +1`` when
+    ``greater_is_better`` else ``-1``, so that greater is always better, as
+    scikit-learn's model selection expects.  For ``response="predict_proba"`` the
+    estimator's ``classes_`` are passed as ``classes=`` when the metric accepts it.
+
+    When the estimator lacks ``response`` but is a
+    :class:`~sklearn.pipeline.Pipeline` whose final step has it, ``X`` is
+    transformed by the preceding steps and the final step is asked.
+
+    Parameters
+    ----------
+    score_func : callable
+        ``score_func(y_true, prediction, *, sample_weight=None, **kwargs)``.
+    greater_is_better : bool
+        False for losses (the scorer then returns the negated loss).
+    response : {"predict_dist", "predict_proba"}, default="predict_dist"
+    **kwargs
+        Extra keyword arguments of ``score_func`` (e.g. ``confidence=0.9``).
+
+    Examples
+    --------
+    >>> from skbayesnn.metrics import PredictiveScorer, coverage
+    >>> PredictiveScorer(coverage, greater_is_better=True, confidence=0.9)
+    PredictiveScorer(coverage, greater_is_better=True, response='predict_dist', confidence=0.9)
+    """
+
+    def __init__(self, score_func, *, greater_is_better, response="predict_dist", **kwargs):
+        if not callable(score_func):
+            raise TypeError(f"score_func must be callable; got {score_func!r}.")
+        if response not in _RESPONSES:
+            raise ValueError(f"response must be one of {_RESPONSES}; got {response!r}.")
+        self._score_func = score_func
+        self._greater_is_better = bool(greater_is_better)
+        self._sign = 1.0 if greater_is_better else -1.0
+        self._response = response
+        self._kwargs = kwargs
+        self._sample_weight_request = None
+
+    @property
+    def score_func(self):
+        return self._score_func
+
+    @property
+    def greater_is_better(self):
+        return self._greater_is_better
+
+    @property
+    def response(self):
+        return self._response
+
+    @property
+    def kwargs(self):
+        return dict(self._kwargs)
+
+    def _response_method(self, estimator):
+        method = getattr(estimator, self._response, None)
+        if callable(method):
+            return method
+        from sklearn.pipeline import Pipeline
+
+        if isinstance(estimator, Pipeline) and len(estimator.steps) > 0:
+            final = getattr(estimator.steps[-1][1], self._response, None)
+            if callable(final):
+                if len(estimator.steps) == 1:
+                    return final
+                head = estimator[:-1]
+                return lambda X: final(head.transform(X))
+        raise TypeError(
+            f"{self!r} needs an estimator with a `{self._response}` method; "
+            f"{type(estimator).__name__} has none."
+        )
+
+    def __call__(self, estimator, X, y, sample_weight=None):
+        """Score ``estimator`` on ``(X, y)``; greater is better."""
+        prediction = self._response_method(estimator)(X)
+        kwargs = dict(self._kwargs)
+        if (
+            self._response == "predict_proba"
+            and "classes" not in kwargs
+            and getattr(estimator, "classes_", None) is not None
+            and _accepts(self._score_func, "classes")
+        ):
+            kwargs["classes"] = estimator.classes_
+        if sample_weight is not None:
+            kwargs["sample_weight"] = sample_weight
+        return self._sign * float(self._score_func(y, prediction, **kwargs))
+
+    def __repr__(self):
+        name = getattr(self._score_func, "__name__", repr(self._score_func))
+        extra = "".join(f", {k}={v!r}" for k, v in self._kwargs.items())
+        return (
+            f"PredictiveScorer({name}, greater_is_better={self._greater_is_better}, "
+            f"response={self._response!r}{extra})"
+        )
+
+    # ---- metadata routing (sample_weight), as scikit-learn's scorers
+    def set_score_request(self, *, sample_weight=None):
+        """Request ``sample_weight`` under metadata routing.
+
+        Unlike scikit-learn's scorers this returns a *new* scorer, so the shared
+        module-level instances are never modified.
+
+        Parameters
+        ----------
+        sample_weight : bool, str or None
+            ``True`` to receive ``sample_weight`` (or an alias string).
+
+        Returns
+        -------
+        scorer : PredictiveScorer
+        """
+        new = copy.copy(self)
+        new._kwargs = dict(self._kwargs)
+        new._sample_weight_request = sample_weight
+        return new
+
+    def get_metadata_routing(self):
+        """Metadata request of this scorer (``score``: ``sample_weight``)."""
+        from sklearn.utils.metadata_routing import MetadataRequest
+
+        request = MetadataRequest(owner=self)
+        request.score.add_request(param="sample_weight", alias=self._sample_weight_request)
+        return request
+
+
+def _accepts(func, name):
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+neg_nlpd_scorer = PredictiveScorer(nlpd, greater_is_better=False)
+neg_crps_scorer = PredictiveScorer(crps, greater_is_better=False)
+neg_calibration_error_scorer = PredictiveScorer(
+    regression_calibration_error, greater_is_better=False
+)
+neg_coverage_error_scorer = PredictiveScorer(
+    _abs_coverage_error, greater_is_better=False, confidence=0.95
+)
+neg_ece_scorer = PredictiveScorer(
+    expected_calibration_error, greater_is_better=False, response="predict_proba"
+)
+neg_brier_scorer = PredictiveScorer(
+    brier_score, greater_is_better=False, response="predict_proba"
+)
+neg_categorical_nll_scorer = PredictiveScorer(
+    categorical_nll, greater_is_better=False, response="predict_proba"
+)
+
+_SCORERS = {
+    "neg_nlpd": neg_nlpd_scorer,
+    "neg_crps": neg_crps_scorer,
+    "neg_calibration_error": neg_calibration_error_scorer,
+    "neg_coverage_error": neg_coverage_error_scorer,
+    "neg_ece": neg_ece_scorer,
+    "neg_brier": neg_brier_scorer,
+    "neg_categorical_nll": neg_categorical_nll_scorer,
+}
+
+
+def get_scorer(scoring):
+    """Scorer by name: ours for ``"neg_nlpd"``, ``"neg_crps"``,
+    ``"neg_calibration_error"``, ``"neg_coverage_error"``, ``"neg_ece"``,
+    ``"neg_brier"``, ``"neg_categorical_nll"``; otherwise
+    :func:`sklearn.metrics.get_scorer` (any scikit-learn name, a callable, or None).
+
+    Like scikit-learn, a name returns a fresh copy of the scorer.
+
+    Parameters
+    ----------
+    scoring : str, callable or None
+
+    Returns
+    -------
+    scorer : callable
+    """
+    if isinstance(scoring, str) and scoring in _SCORERS:
+        return copy.deepcopy(_SCORERS[scoring])
+    return _sk_get_scorer(scoring)
+
+
+def get_scorer_names():
+    """Sorted names accepted by :func:`get_scorer` (ours and scikit-learn's).
+
+    Returns
+    -------
+    names : list of str
+    """
+    return sorted(set(_SCORERS) | set(_sk_get_scorer_names()))

@@ -1,0 +1,65 @@
+"""linear_moments against Monte Carlo and closed forms."""
+
+import numpy as np
+import pytest
+
+from skbayesnn._testing import assert_mc_close, mc_moments
+from skbayesnn.core.linear import linear_moments
+
+
+def _mc_layer(rng, a_mean, a_var, wm, wv, bm, bv, n=200_000):
+    # h = W a + b with everything independent; one draw of (a, W, b) per sample.
+    d_in = a_mean.shape[-1]
+    a = a_mean + np.sqrt(a_var) * rng.standard_normal((n, d_in))
+    W = wm + np.sqrt(wv) * rng.standard_normal((n,) + wm.shape)
+    b = bm + np.sqrt(bv) * rng.standard_normal((n,) + bm.shape)
+    return np.einsum("ski,si->sk", W, a) + b
+
+
+@pytest.mark.parametrize("input_var", [0.0, 0.3])
+def test_linear_moments_match_monte_carlo(rng, input_var):
+    wm = rng.normal(size=(3, 4))
+    wv = rng.uniform(0.01, 0.5, size=(3, 4))
+    bm, bv = rng.normal(size=3), rng.uniform(0.0, 0.2, size=3)
+    a_mean = rng.normal(size=4)
+    a_var = np.full(4, input_var)
+    mean, var = linear_moments(
+        a_mean[None], a_var[None] if input_var else None, wm, wv, bm, bv
+    )
+    samples = _mc_layer(rng, a_mean, a_var, wm, wv, bm, bv)
+    mc_mean, mc_var, se_m, se_v = mc_moments(samples)
+    assert_mc_close(mean[0], mc_mean, se_m, what="mean")
+    assert_mc_close(var[0], mc_var, se_v, what="var")
+
+
+def test_linear_moments_closed_form_and_extremes():
+    # One unit, one input: Var(w a) = vw va + vw ma^2 + va mw^2 (tagi.md §2).
+    ma, va, mw, vw = 40.0, 1e-6, -40.0, 1e4
+    mean, var = linear_moments(
+        np.array([[ma]]), np.array([[va]]), np.array([[mw]]), np.array([[vw]])
+    )
+    assert mean[0, 0] == ma * mw
+    np.testing.assert_allclose(var[0, 0], vw * va + vw * ma**2 + va * mw**2, rtol=1e-14)
+    # Huge and tiny magnitudes stay finite and non-negative.
+    rng = np.random.default_rng(1)
+    for scale in (1e-150, 1e-8, 1.0, 1e8, 1e100):
+        m, v = linear_moments(
+            rng.normal(size=(5, 6)) * scale,
+            rng.uniform(size=(5, 6)) * scale,
+            rng.normal(size=(2, 6)),
+            rng.uniform(size=(2, 6)),
+            rng.normal(size=2),
+            rng.uniform(size=2),
+        )
+        assert np.all(np.isfinite(m)) and np.all(np.isfinite(v)) and np.all(v >= 0)
+
+
+def test_linear_moments_strict_namespace(strict_xp, rng):
+    xp, asarray = strict_xp
+    args = [rng.normal(size=(5, 4)), rng.uniform(size=(5, 4)), rng.normal(size=(3, 4)),
+            rng.uniform(size=(3, 4)), rng.normal(size=3), rng.uniform(size=3)]
+    m_ref, v_ref = linear_moments(*args)
+    m, v = linear_moments(*[asarray(a) for a in args])
+    assert type(m).__name__ == "StrictArray" and type(v).__name__ == "StrictArray"
+    np.testing.assert_allclose(np.asarray(m), m_ref, rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(v), v_ref, rtol=1e-14)

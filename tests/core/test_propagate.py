@@ -1,0 +1,201 @@
+"""The analytic predictive against Monte Carlo and exact identities."""
+
+import numpy as np
+import pytest
+
+from skbayesnn._testing import assert_mc_close, mc_moments
+from skbayesnn.core.posterior import GaussianMLPPosterior
+from skbayesnn.core.propagate import (
+    monte_carlo_predictive,
+    probit_proba,
+    propagate,
+    sample_outputs,
+)
+
+
+def _posterior(sizes, var, activation="relu", seed=0):
+    return GaussianMLPPosterior.from_sizes(
+        sizes, weight_var=var, bias_var=var, activation=activation, random_state=seed
+    )
+
+
+def test_one_hidden_layer_moment_match_is_exact(rng):
+    # With deterministic inputs the hidden units of the first layer are independent
+    # (they depend on disjoint weight rows), so exact ReLU moments followed by the
+    # exact linear moments give the exact output mean and variance: only Monte Carlo
+    # error separates them.
+    post = _posterior([3, 20, 1], var=0.3)
+    X = rng.normal(size=(4, 3))
+    mean, var = propagate(post, X, act_approx="moment_match")
+    f = sample_outputs(post, X, 100_000, random_state=1)
+    mc_mean, mc_var, se_m, se_v = mc_moments(f)
+    assert_mc_close(mean, mc_mean, se_m, what="mean")
+    assert_mc_close(var, mc_var, se_v, what="var")
+
+
+@pytest.mark.parametrize("weight_var", [1e-4, 1e-3, 1e-2])
+def test_two_hidden_layer_moment_match_tracks_monte_carlo(rng, weight_var):
+    # From the second hidden layer on, units share inputs and are correlated and
+    # non-Gaussian, which the diagonal propagation ignores: this is an
+    # approximation, not an identity.  Stated tolerance (analytic_predictive.md
+    # §16 check 6 saw 0.1 % and 1 % at these scales on a 3-50-50-1 net): mean error
+    # below 5 % of the predictive standard deviation plus 5 MC standard errors, and
+    # variance within 5 % plus 5 MC standard errors.
+    post = _posterior([3, 50, 50, 1], var=weight_var, seed=3)
+    X = rng.normal(size=(6, 3))
+    mean, var = propagate(post, X, act_approx="moment_match")
+    f = sample_outputs(post, X, 100_000, random_state=2)
+    mc_mean, mc_var, se_m, se_v = mc_moments(f)
+    assert np.all(np.abs(mean - mc_mean) <= 0.05 * np.sqrt(mc_var) + 5 * se_m)
+    assert np.all(np.abs(var - mc_var) <= 0.05 * mc_var + 5 * se_v)
+
+
+def test_moment_matching_beats_linearisation_when_variance_is_large(rng):
+    # The failure mode that motivates act_approx="moment_match" (§16 check 6): with
+    # wide posteriors the linearised mean stays at the mean network.
+    post = _posterior([3, 50, 50, 1], var=1e-2, seed=3)
+    X = rng.normal(size=(6, 3))
+    f = sample_outputs(post, X, 50_000, random_state=4)
+    mc_mean = f.mean(axis=0)
+    err_mm = np.abs(propagate(post, X, act_approx="moment_match")[0] - mc_mean)
+    err_lin = np.abs(propagate(post, X, act_approx="linearize")[0] - mc_mean)
+    assert np.mean(err_mm) < np.mean(err_lin)
+
+
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu", "tanh", "sigmoid", "softplus"])
+def test_linearized_mean_is_the_mean_network(rng, activation):
+    post = _posterior([4, 16, 8, 2], var=0.5, activation=activation)
+    X = rng.normal(size=(7, 4))
+    mean, var = propagate(post, X, act_approx="linearize")
+    np.testing.assert_allclose(mean, post.forward(X), rtol=1e-12, atol=1e-12)
+    assert np.all(var >= 0)
+
+
+@pytest.mark.parametrize("act_approx", ["linearize", "moment_match"])
+@pytest.mark.parametrize("activation", ["relu", "tanh", "softplus"])
+def test_zero_variance_gives_the_deterministic_network(rng, act_approx, activation):
+    post = _posterior([4, 16, 8, 3], var=0.0, activation=activation)
+    X = rng.normal(size=(5, 4))
+    mean, var = propagate(post, X, act_approx=act_approx)
+    np.testing.assert_allclose(mean, post.forward(X), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(var, 0.0)
+
+
+def test_linear_network_input_uncertainty_first_layer_exact(rng):
+    # Identity activation, one layer, random input: mean and variance exact.
+    post = _posterior([3, 2], var=0.2, activation="identity")
+    X, X_var = rng.normal(size=(4, 3)), rng.uniform(0.1, 1.0, size=(4, 3))
+    mean, var = propagate(post, X, X_var)
+    n = 200_000
+    a = X + np.sqrt(X_var) * rng.standard_normal((n, 4, 3))
+    w, b = post.sample_weights(n, random_state=5)
+    f = np.einsum("ski,sni->snk", w[0], a) + b[0][:, None, :]
+    mc_mean, mc_var, se_m, se_v = mc_moments(f)
+    assert_mc_close(mean, mc_mean, se_m, what="mean")
+    assert_mc_close(var, mc_var, se_v, what="var")
+
+
+def test_return_layers_reports_consistent_moments(rng):
+    post = _posterior([3, 8, 5, 1], var=0.1)
+    X = rng.normal(size=(2, 3))
+    mean, var, layers = propagate(post, X, act_approx="moment_match", return_layers=True)
+    assert len(layers) == 2
+    for layer in layers:
+        assert np.all(layer["a_var"] <= layer["h_var"] + 1e-15)  # ReLU is 1-Lipschitz
+        assert np.all((layer["jacobian"] >= 0) & (layer["jacobian"] <= 1))
+
+
+def test_extreme_posteriors_never_produce_nan(rng):
+    for var in (1e-30, 1e-6, 1.0, 1e6):
+        for scale in (1e-3, 1.0, 40.0):
+            post = GaussianMLPPosterior.from_sizes(
+                [3, 10, 10, 1], weight_var=var, bias_var=var, mean_scale=scale, random_state=1
+            )
+            X = rng.normal(size=(5, 3)) * 40
+            for act_approx in ("linearize", "moment_match"):
+                m, v = propagate(post, X, act_approx=act_approx)
+                assert np.all(np.isfinite(m)) and np.all(np.isfinite(v)) and np.all(v >= 0)
+
+
+def test_probit_binary_against_monte_carlo():
+    # analytic_predictive.md §16 check 5: the probit approximation is within ~0.005.
+    z = np.random.default_rng(7).standard_normal(1_000_000)
+    for mu, var in [(1.0, 1.0), (2.0, 9.0), (-0.5, 4.0)]:
+        p = probit_proba(np.array([[mu]]), np.array([[var]]))
+        mc = np.mean(1.0 / (1.0 + np.exp(-(mu + np.sqrt(var) * z))))
+        assert abs(p[0, 1] - mc) < 0.006
+        assert abs(p.sum() - 1.0) < 1e-15
+
+
+def test_probit_softmax_reduces_to_softmax_without_variance(rng):
+    mu = rng.normal(size=(4, 5))
+    p = probit_proba(mu, np.zeros_like(mu))
+    ref = np.exp(mu) / np.exp(mu).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(p, ref, rtol=1e-13)
+    # Variance shrinks confidence towards uniform.
+    p_wide = probit_proba(mu, np.full_like(mu, 10.0))
+    assert np.all(p_wide.max(axis=1) < p.max(axis=1))
+
+
+def test_probit_softmax_properties(rng):
+    # Eq. 55 is a heuristic for C > 2 classes (measured here: up to ~0.05 absolute
+    # error against Monte Carlo at logit variances <= 1), so test what it
+    # guarantees: normalised rows, symmetry, and no effect of a shared shift.
+    mean = rng.normal(size=(20, 4))
+    var = rng.uniform(0.0, 2.0, size=(20, 4))
+    p = probit_proba(mean, var)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-14)
+    perm = [2, 0, 3, 1]
+    np.testing.assert_allclose(probit_proba(mean[:, perm], var[:, perm]), p[:, perm], rtol=1e-14)
+    same = np.full((3, 4), 0.7)
+    np.testing.assert_allclose(probit_proba(same, np.full((3, 4), 5.0)), 0.25, rtol=1e-14)
+
+
+def test_monte_carlo_classification_head_averages_sampled_softmax(rng):
+    post = _posterior([3, 10, 4], var=0.05)
+    X = rng.normal(size=(5, 3))
+    p_mc = monte_carlo_predictive(post, X, n_samples=500, head="classification", random_state=0)
+    f = sample_outputs(post, X, 500, random_state=0)
+    e = np.exp(f - f.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(p_mc, (e / e.sum(axis=-1, keepdims=True)).mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(p_mc.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_monte_carlo_is_reproducible_and_validates():
+    post = _posterior([2, 4, 1], var=0.1)
+    X = np.ones((3, 2))
+    a = monte_carlo_predictive(post, X, n_samples=50, random_state=3)
+    b = monte_carlo_predictive(post, X, n_samples=50, random_state=3)
+    np.testing.assert_array_equal(a[0], b[0])
+    with pytest.raises(ValueError, match="head"):
+        monte_carlo_predictive(post, X, head="poisson")
+    with pytest.raises(ValueError, match="act_approx"):
+        propagate(post, X, act_approx="unscented")
+
+
+def test_posterior_validates_shapes():
+    w = [np.zeros((4, 3)), np.zeros((1, 5))]
+    with pytest.raises(ValueError, match="expects 5 inputs"):
+        GaussianMLPPosterior(w, w, [np.zeros(4), np.zeros(1)], [np.zeros(4), np.zeros(1)])
+    with pytest.raises(ValueError, match="hidden layers"):
+        GaussianMLPPosterior.from_sizes([2, 3, 1]).__class__(
+            [np.zeros((3, 2)), np.zeros((1, 3))], [np.zeros((3, 2)), np.zeros((1, 3))],
+            [np.zeros(3), np.zeros(1)], [np.zeros(3), np.zeros(1)], activation=["relu", "tanh"],
+        )
+
+
+def test_propagate_strict_namespace(strict_xp, rng):
+    xp, asarray = strict_xp
+    post = _posterior([3, 6, 2], var=0.1)
+    X = rng.normal(size=(4, 3))
+    dev_post = post.to_namespace(xp)
+    for act_approx in ("linearize", "moment_match"):
+        m, v = propagate(dev_post, asarray(X), act_approx=act_approx)
+        m_ref, v_ref = propagate(post, X, act_approx=act_approx)
+        assert type(m).__name__ == "StrictArray"
+        np.testing.assert_allclose(np.asarray(m), m_ref, rtol=1e-13)
+        np.testing.assert_allclose(np.asarray(v), v_ref, rtol=1e-13)
+    p = probit_proba(m, v)
+    assert type(p).__name__ == "StrictArray"
+    mc_m, mc_v = monte_carlo_predictive(dev_post, asarray(X), n_samples=10, random_state=0)
+    assert type(mc_m).__name__ == "StrictArray"

@@ -1,0 +1,122 @@
+"""The shared base estimator, exercised through BayesianLinearRegressor."""
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import PolynomialFeatures
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skbayesnn import BayesianLinearRegressor
+from skbayesnn import _backend
+from skbayesnn.metrics import neg_nlpd_scorer
+
+ESTIMATORS = [BayesianLinearRegressor()]
+
+
+@parametrize_with_checks(ESTIMATORS)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+def _data(rng, n=200, d=3):
+    X = rng.normal(size=(n, d))
+    return X, X @ np.arange(1.0, d + 1) + 0.3 * rng.normal(size=n)
+
+
+def test_pipeline_and_cross_val_score(rng):
+    x = rng.uniform(-2, 2, size=(300, 1))
+    y = x[:, 0] ** 3 - x[:, 0] + 0.2 * rng.normal(size=300)
+    pipe = make_pipeline(PolynomialFeatures(3), BayesianLinearRegressor())
+    pipe.fit(x, y)
+    mean, std = pipe.predict(x, return_std=True)
+    # The cubic basis holds the truth: residual RMSE near the noise level 0.2.
+    assert np.sqrt(np.mean((mean - y) ** 2)) < 0.25
+    assert np.all(std > 0.15) and np.all(std < 0.4)
+    scores = cross_val_score(pipe, x, y, cv=3, scoring=neg_nlpd_scorer)
+    linear = cross_val_score(BayesianLinearRegressor(), x, y, cv=3, scoring=neg_nlpd_scorer)
+    assert scores.mean() > linear.mean()
+
+
+def test_grid_search_with_nlpd_picks_the_better_setting(rng):
+    X, y = _data(rng)
+    # prior_precision=1e6 shrinks every weight to ~0 and explains nothing.
+    grid = GridSearchCV(
+        BayesianLinearRegressor(noise_precision="auto"),
+        {"prior_precision": [1e6, 1.0]},
+        scoring=neg_nlpd_scorer,
+        cv=3,
+    ).fit(X, y)
+    assert grid.best_params_ == {"prior_precision": 1.0}
+    assert np.all(np.isfinite(grid.cv_results_["mean_test_score"]))
+
+
+@pytest.mark.parametrize(
+    "X, y, match",
+    [
+        ([[1.0, np.nan], [2.0, 3.0], [0.0, 1.0]], [1.0, 2.0, 3.0], "NaN"),
+        ([[1.0, np.inf], [2.0, 3.0], [0.0, 1.0]], [1.0, 2.0, 3.0], "infinity"),
+        ([[1.0, 2.0], [2.0, 3.0], [0.0, 1.0]], [1.0, np.nan, 3.0], "NaN"),
+        ([[1.0, 2.0], [2.0, 3.0]], [1.0, 2.0, 3.0], "inconsistent numbers of samples"),
+        ([[1.0, 2.0]], [1.0], "minimum of 2 is required"),
+        ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], "Expected 2D array"),
+        ([[1.0, 2.0], [2.0, 3.0], [0, 1]], [[1.0, 2.0], [2.0, 3.0], [3, 4]], "y should be a 1d array"),
+        ([["a", "b"], ["c", "d"]], [1.0, 2.0], "could not convert|numeric"),
+    ],
+)
+def test_bad_training_input_raises_a_clear_error(X, y, match):
+    with pytest.raises(ValueError, match=match):
+        BayesianLinearRegressor().fit(X, y)
+
+
+def test_bad_prediction_input(rng):
+    X, y = _data(rng)
+    reg = BayesianLinearRegressor().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        reg.predict(X[:, :2])
+    with pytest.raises(ValueError, match="NaN"):
+        reg.predict(np.full((2, 3), np.nan))
+    with pytest.raises(ValueError, match="features"):
+        reg.partial_fit(X[:, :2], y)
+
+
+@pytest.mark.parametrize("device", ["gpu", "CUDA", 0, None])
+def test_bad_device_is_rejected_at_fit(rng, device):
+    X, y = _data(rng)
+    with pytest.raises((ValueError, TypeError), match="'device' parameter"):
+        BayesianLinearRegressor(device=device).fit(X, y)
+
+
+def test_cuda_device_without_gpu_raises(rng, monkeypatch):
+    monkeypatch.setattr(_backend, "_import_cupy", lambda: None)
+    X, y = _data(rng)
+    with pytest.raises(_backend.DeviceUnavailableError, match="CuPy"):
+        BayesianLinearRegressor(device="cuda").fit(X, y)
+    reg = BayesianLinearRegressor(device="auto").fit(X, y)
+    assert reg.device_ == "cpu"
+
+
+def test_bad_hyperparameters_are_rejected(rng):
+    X, y = _data(rng)
+    for bad in (-1.0, 0.0, "fixed", np.nan):
+        with pytest.raises(ValueError, match="prior_precision"):
+            BayesianLinearRegressor(prior_precision=bad).fit(X, y)
+
+
+def test_predict_dist_units_and_return_std(rng):
+    X, y = _data(rng)
+    reg = BayesianLinearRegressor().fit(X, 100 * y + 50)
+    dist = reg.predict_dist(X)
+    mean, std = reg.predict(X, return_std=True)
+    np.testing.assert_array_equal(mean, dist.mean())
+    np.testing.assert_array_equal(std, dist.std())
+    np.testing.assert_allclose(std**2, dist.epistemic_var + dist.aleatoric_var, rtol=1e-12)
+    assert mean.shape == (200,) and abs(np.mean(mean) - np.mean(100 * y + 50)) < 1e-6 * 100
+
+
+def test_constant_feature_gets_unit_scale(rng):
+    X, y = _data(rng)
+    X[:, 0] = 7.0
+    reg = BayesianLinearRegressor().fit(X, y)
+    assert reg.x_scaler_.scale_[0] == 1.0
+    assert np.all(np.isfinite(reg.predict(X)))

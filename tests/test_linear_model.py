@@ -1,0 +1,173 @@
+"""BayesianLinearRegressor: exact Bayesian linear regression on the shared base."""
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+from sklearn.linear_model import BayesianRidge
+
+from skbayesnn import BayesianLinearRegressor
+from skbayesnn.core import linear_gaussian as lg
+
+
+def _data(rng, n=300, d=4, noise=0.5, unit_std=False):
+    X = rng.normal(size=(n, d)) * rng.uniform(0.5, 3.0, size=d) + rng.normal(size=d)
+    if unit_std:
+        X = (X - X.mean(axis=0)) / X.std(axis=0) + rng.normal(size=d)
+    y = X @ rng.normal(size=d) + 3.0 + noise * rng.normal(size=n)
+    return X, y
+
+
+def test_predictive_equals_bayesian_ridge_with_its_precisions(rng):
+    # On features with unit standard deviation, BayesianRidge's precisions (alpha_
+    # for the noise, lambda_ for the weights, original units) map to standardised
+    # units by multiplying with var(y).  Our predictive then equals BayesianRidge's
+    # in closed form, plus the intercept's posterior variance 1/(n alpha) that
+    # BayesianRidge leaves out.
+    X, y = _data(rng, unit_std=True)
+    br = BayesianRidge().fit(X, y)
+    var_y = y.var()
+    ours = BayesianLinearRegressor(
+        noise_precision=br.alpha_ * var_y, prior_precision=br.lambda_ * var_y
+    ).fit(X, y)
+    X_test = rng.normal(size=(50, 4)) * 2
+    m_br, s_br = br.predict(X_test, return_std=True)
+    m, s = ours.predict(X_test, return_std=True)
+    np.testing.assert_allclose(m, m_br, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(s**2, s_br**2 + 1.0 / (len(y) * br.alpha_), rtol=1e-9)
+    np.testing.assert_allclose(ours.coef_, br.coef_, rtol=1e-9)
+    np.testing.assert_allclose(ours.intercept_, br.intercept_, rtol=1e-9)
+    np.testing.assert_allclose(ours.coef_cov_, br.sigma_, rtol=1e-8, atol=1e-14)
+
+
+def test_auto_precisions_maximise_the_evidence(rng):
+    X, y = _data(rng, n=120)
+    reg = BayesianLinearRegressor().fit(X, y)
+    stats = reg.stats_
+    best = lg.log_evidence(stats, reg.prior_precision_, reg.noise_precision_)
+    assert best == pytest.approx(reg.log_evidence_)
+    for f_lam, f_alpha in [(1.05, 1), (0.95, 1), (1, 1.05), (1, 0.95), (2, 0.5)]:
+        other = lg.log_evidence(stats, reg.prior_precision_ * f_lam, reg.noise_precision_ * f_alpha)
+        assert other < best
+    # And it is close to BayesianRidge's evidence maximiser, which differs only in
+    # counting n rather than n - 1 observations for the noise and in tiny Gamma priors.
+    br = BayesianRidge().fit(X, y)
+    Xs = (X - X.mean(0)) / X.std(0)
+    br_s = BayesianRidge().fit(Xs, (y - y.mean()) / y.std())
+    np.testing.assert_allclose(reg.noise_precision_, br_s.alpha_, rtol=0.02)
+    np.testing.assert_allclose(reg.predict(X), br.predict(X), rtol=0, atol=0.01 * y.std())
+
+
+def test_log_evidence_equals_the_marginal_likelihood(rng):
+    # Flat intercept prior as the limit of N(0, s^2), s -> infinity:
+    # log p_s(y) + log(s sqrt(2 pi)) -> log evidence with the intercept integrated out.
+    X = rng.normal(size=(15, 3))
+    y = rng.normal(size=15)
+    lam, alpha, s = 0.7, 2.5, 1e4
+    cov = X @ X.T / lam + s**2 * np.ones((15, 15)) + np.eye(15) / alpha
+    proper = multivariate_normal(np.zeros(15), cov).logpdf(y)
+    limit = proper + np.log(s * np.sqrt(2 * np.pi))
+    ours = lg.log_evidence(lg.LinearGaussianStats.from_data(X, y), lam, alpha)
+    assert ours == pytest.approx(limit, abs=1e-6)
+
+
+def test_posterior_equals_dense_conditioning(rng):
+    X = rng.normal(size=(40, 3))
+    y = rng.normal(size=40)
+    lam, alpha = 1.3, 0.8
+    post = lg.posterior(lg.LinearGaussianStats.from_data(X, y), lam, alpha)
+    # Dense Gaussian conditioning with the intercept as a parameter of tiny precision.
+    Phi = np.hstack([np.ones((40, 1)), X])
+    prec = np.diag([1e-12, lam, lam, lam]) + alpha * Phi.T @ Phi
+    cov = np.linalg.inv(prec)
+    mean = alpha * cov @ Phi.T @ y
+    np.testing.assert_allclose(post["coef_mean"], mean[1:], rtol=1e-8)
+    np.testing.assert_allclose(post["coef_cov"], cov[1:, 1:], rtol=1e-8)
+    np.testing.assert_allclose(post["intercept_mean"], mean[0], rtol=1e-8)
+    x = rng.normal(size=(5, 3))
+    m, epi, ale = lg.predictive(post, x, alpha)
+    phi = np.hstack([np.ones((5, 1)), x])
+    np.testing.assert_allclose(m, phi @ mean, rtol=1e-8)
+    np.testing.assert_allclose(epi, np.sum(phi @ cov * phi, axis=1), rtol=1e-7)
+    np.testing.assert_allclose(ale, 1 / alpha)
+
+
+def test_partial_fit_is_exact_and_order_free(rng):
+    X, y = _data(rng, n=240)
+    parts = np.array_split(np.arange(240), 4)
+    a = BayesianLinearRegressor()
+    for p in parts:
+        a.partial_fit(X[p], y[p])
+    b = BayesianLinearRegressor().partial_fit(X[parts[0]], y[parts[0]])
+    rest = np.concatenate(parts[1:][::-1])
+    b.partial_fit(X[rest], y[rest])
+    Xt = rng.normal(size=(20, 4))
+    for u, v in zip(a.predict(Xt, return_std=True), b.predict(Xt, return_std=True)):
+        np.testing.assert_allclose(u, v, rtol=1e-10)
+    # Scaling is fixed by the first batch; the posterior is then exact conditioning
+    # on all rows, as a fit on data already scaled the same way confirms.
+    sx, sy = a.x_scaler_, a.y_scaler_
+    ref = BayesianLinearRegressor(prior_precision=a.prior_precision_, noise_precision=a.noise_precision_)
+    stats = lg.LinearGaussianStats.from_data(sx.transform(X), sy.transform(y[:, None])[:, 0])
+    post = lg.posterior(stats, a.prior_precision_, a.noise_precision_)
+    np.testing.assert_allclose(a.posterior_["coef_mean"], post["coef_mean"], rtol=1e-10)
+    assert ref.get_params()["prior_precision"] == a.prior_precision_
+
+
+def test_predictions_are_equivariant_to_target_units(rng):
+    X, y = _data(rng)
+    m1, s1 = BayesianLinearRegressor().fit(X, y).predict(X, return_std=True)
+    m2, s2 = BayesianLinearRegressor().fit(X, 1e6 * y - 7.0).predict(X, return_std=True)
+    np.testing.assert_allclose(m2, 1e6 * m1 - 7.0, rtol=1e-9)
+    np.testing.assert_allclose(s2, 1e6 * s1, rtol=1e-9)
+
+
+def test_predictive_parts_and_calibration(rng):
+    # Data drawn from the model: the 95% interval covers 95% within 4 binomial SE.
+    X, y = _data(rng, n=4000, noise=2.0)
+    reg = BayesianLinearRegressor().fit(X[:2000], y[:2000])
+    dist = reg.predict_dist(X[2000:])
+    np.testing.assert_allclose(dist.var(), dist.epistemic_var + dist.aleatoric_var)
+    np.testing.assert_allclose(np.sqrt(dist.aleatoric_var), 2.0, rtol=0.08)
+    lo, hi = dist.interval(0.95)
+    cover = np.mean((y[2000:] >= lo) & (y[2000:] <= hi))
+    assert abs(cover - 0.95) < 4 * np.sqrt(0.95 * 0.05 / 2000)
+
+
+def test_constant_and_hard_data_give_finite_positive_variances(rng):
+    X, y = _data(rng, n=50)
+    X[:, 1] = 3.0  # constant feature
+    X = np.vstack([X, X])  # duplicated rows
+    y = np.concatenate([y, y]) * 1e6
+    dist = BayesianLinearRegressor().fit(X, y).predict_dist(X)
+    assert np.all(np.isfinite(dist.mean())) and np.all(dist.var() > 0)
+    # Constant target: zero variance in y, scale 1 in the scaler, still finite.
+    dist = BayesianLinearRegressor().fit(X, np.full(len(X), 5.0)).predict_dist(X)
+    assert np.all(np.isfinite(dist.var())) and np.allclose(dist.mean(), 5.0)
+
+
+def test_pickle_round_trip(rng):
+    X, y = _data(rng)
+    reg = BayesianLinearRegressor().fit(X, y)
+    reg2 = pickle.loads(pickle.dumps(reg))
+    for u, v in zip(reg.predict(X, return_std=True), reg2.predict(X, return_std=True)):
+        np.testing.assert_array_equal(u, v)
+
+
+def test_auto_noise_needs_two_samples():
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        BayesianLinearRegressor().partial_fit([[1.0, 2.0]], [3.0])
+    reg = BayesianLinearRegressor(noise_precision=1.0).partial_fit([[1.0, 2.0]], [3.0])
+    assert np.isfinite(reg.predict([[0.0, 0.0]])).all()
+
+
+def test_linear_gaussian_strict_namespace(strict_xp, rng):
+    xp, asarray = strict_xp
+    X, y = rng.normal(size=(30, 3)), rng.normal(size=30)
+    stats = lg.LinearGaussianStats.from_data(asarray(X), asarray(y))
+    post = lg.posterior(stats, 1.0, 2.0)
+    m, epi, ale = lg.predictive(post, asarray(X), 2.0)
+    ref = lg.predictive(lg.posterior(lg.LinearGaussianStats.from_data(X, y), 1.0, 2.0), X, 2.0)
+    assert type(m).__name__ == "StrictArray"
+    np.testing.assert_allclose(np.asarray(epi), ref[1], rtol=1e-12)
