@@ -20,8 +20,6 @@ implements the hooks that take and return *standardised* arrays:
 from __future__ import annotations
 
 import warnings
-from numbers import Integral
-
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.preprocessing import StandardScaler
@@ -264,10 +262,3 @@ class PartialFitMixin:
             xp = self._namespace()
         self._partial_fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
         return self
-
-
-def check_positive_int(value, name):
-    """Return ``int(value)`` if it is a positive integer (not bool), else raise."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)

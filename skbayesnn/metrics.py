@@ -943,20 +943,15 @@ def brier_score(y_true, y_proba, *, classes=None, sample_weight=None):
     y_idx, p, _ = _check_proba(y_true, y_proba, classes)
     n, n_classes = p.shape
     sw = _check_weights(sample_weight, n)
-    try:
-        return float(
-            _sk_brier_score_loss(
-                y_idx,
-                p,
-                labels=np.arange(n_classes),
-                sample_weight=sw,
-                scale_by_half=n_classes == 2,
-            )
+    return float(
+        _sk_brier_score_loss(
+            y_idx,
+            p,
+            labels=np.arange(n_classes),
+            sample_weight=sw,
+            scale_by_half=n_classes == 2,
         )
-    except TypeError:  # scikit-learn < 1.7: no `labels` / `scale_by_half`
-        sq = (p - np.eye(n_classes)[y_idx]) ** 2
-        per_sample = sq[:, 1] if n_classes == 2 else sq.sum(axis=1)
-        return _weighted_mean(per_sample, sw)
+    )
 
 
 def categorical_nll(y_true, y_proba, *, classes=None, sample_weight=None):

@@ -493,22 +493,6 @@ def test_brier_score_hand_and_sklearn():
     assert M.brier_score(yb, pb) == pytest.approx(brier_score_loss(yb, pb))
 
 
-def test_brier_score_fallback_without_sklearn_multiclass(monkeypatch):
-    # scikit-learn < 1.7 has no `labels`/`scale_by_half`: the hand-written fallback
-    # must give the same numbers
-    def old_brier(*args, **kwargs):
-        raise TypeError("unexpected keyword argument 'scale_by_half'")
-
-    p = np.array([[0.7, 0.2, 0.1], [0.2, 0.5, 0.3], [0.1, 0.1, 0.8]])
-    y = np.array([0, 2, 2])
-    pb, yb = np.array([0.9, 0.2, 0.6]), np.array([1, 0, 0])
-    expected = [M.brier_score(y, p, sample_weight=[1, 2, 3]), M.brier_score(yb, pb)]
-    monkeypatch.setattr(M, "_sk_brier_score_loss", old_brier)
-    got = [M.brier_score(y, p, sample_weight=[1, 2, 3]), M.brier_score(yb, pb)]
-    np.testing.assert_allclose(got, expected, rtol=1e-12)
-    assert got[1] == pytest.approx(0.41 / 3)
-
-
 def test_categorical_nll_hand_and_sklearn(rng):
     p = np.array([[0.7, 0.2, 0.1], [0.2, 0.5, 0.3], [0.1, 0.1, 0.8]])
     y = np.array([0, 2, 2])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._backend import array_namespace
+from .._backend import array_namespace, asnumpy
 
 
 @dataclass
@@ -38,6 +38,12 @@ class LinearGaussianStats:
             xx=X.T @ X,
             xy=X.T @ y,
             yy=float(y @ y),
+        )
+
+    def to_numpy(self):
+        """Copy with host NumPy arrays (used when pickling a GPU-fitted model)."""
+        return LinearGaussianStats(
+            self.n, asnumpy(self.x_sum), self.y_sum, asnumpy(self.xx), asnumpy(self.xy), self.yy
         )
 
     def __add__(self, other):
