@@ -3,5 +3,6 @@
 __version__ = "0.1.0.dev0"
 
 from .linear_model import BayesianLinearRegressor  # noqa: E402
+from .tagi import TAGIRegressor  # noqa: E402
 
-__all__ = ["BayesianLinearRegressor", "__version__"]
+__all__ = ["BayesianLinearRegressor", "TAGIRegressor", "__version__"]

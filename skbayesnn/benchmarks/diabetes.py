@@ -21,11 +21,37 @@ from ..metrics import coverage, nlpd
 
 def available_estimators(random_state=0):
     """``(name, estimator)`` pairs of the library's regressors, with defaults."""
-    from .. import BayesianLinearRegressor
+    from sklearn.model_selection import GridSearchCV
 
+    from .. import BayesianLinearRegressor, TAGIRegressor
+    from ..metrics import neg_nlpd_scorer
+
+    # TAGI's observation noise is a hyperparameter (tagi.md §5): choose it on the
+    # training part only, by cross-validated NLPD; fit seconds include the search.
+    tagi = GridSearchCV(
+        TAGIRegressor(random_state=random_state),
+        {"sigma_v": [0.1, 0.2, 0.3, 0.5, 0.7, 1.0]},
+        scoring=neg_nlpd_scorer,
+        cv=3,
+    )
     return [
         ("BayesianLinearRegressor", BayesianLinearRegressor()),
+        ("TAGIRegressor (sigma_v by 3-fold CV)", _Searched(tagi)),
     ]
+
+
+class _Searched:
+    """A fitted GridSearchCV exposing its best estimator's predict_dist."""
+
+    def __init__(self, search):
+        self.search = search
+
+    def fit(self, X, y):
+        self.search.fit(X, y)
+        return self
+
+    def predict_dist(self, X):
+        return self.search.best_estimator_.predict_dist(X)
 
 
 class _BayesianRidgeReference:

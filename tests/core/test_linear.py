@@ -7,7 +7,7 @@ from skbayesnn._testing import assert_mc_close, mc_moments
 from skbayesnn.core.linear import linear_moments
 
 
-def _mc_layer(rng, a_mean, a_var, wm, wv, bm, bv, n=200_000):
+def _mc_layer(rng, a_mean, a_var, wm, wv, bm, bv, n=100_000):
     # h = W a + b with everything independent; one draw of (a, W, b) per sample.
     d_in = a_mean.shape[-1]
     a = a_mean + np.sqrt(a_var) * rng.standard_normal((n, d_in))
@@ -16,12 +16,15 @@ def _mc_layer(rng, a_mean, a_var, wm, wv, bm, bv, n=200_000):
     return np.einsum("ski,si->sk", W, a) + b
 
 
-@pytest.mark.parametrize("input_var", [0.0, 0.3])
-def test_linear_moments_match_monte_carlo(rng, input_var):
-    wm = rng.normal(size=(3, 4))
-    wv = rng.uniform(0.01, 0.5, size=(3, 4))
-    bm, bv = rng.normal(size=3), rng.uniform(0.0, 0.2, size=3)
-    a_mean = rng.normal(size=4)
+@pytest.mark.parametrize("input_var", [0.0, 1e-8, 0.3, 1e4])
+@pytest.mark.parametrize("mean_scale", [1.0, 40.0])
+@pytest.mark.parametrize("weight_var", [1e-8, 0.3, 1e4])
+def test_linear_moments_match_monte_carlo(rng, input_var, mean_scale, weight_var):
+    # Grid over means of +-40 and tiny/huge variances of inputs and weights.
+    wm = rng.normal(size=(3, 4)) * mean_scale
+    wv = weight_var * rng.uniform(0.5, 1.5, size=(3, 4))
+    bm, bv = rng.normal(size=3) * mean_scale, weight_var * rng.uniform(0.0, 1.0, size=3)
+    a_mean = rng.normal(size=4) * mean_scale
     a_var = np.full(4, input_var)
     mean, var = linear_moments(
         a_mean[None], a_var[None] if input_var else None, wm, wv, bm, bv

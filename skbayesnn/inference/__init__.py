@@ -1,0 +1,1 @@
+"""Inference engines, one module per method, built on :mod:`skbayesnn.core`."""

@@ -1,0 +1,172 @@
+"""TAGIRegressor and the TAGI inference engine."""
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skbayesnn import TAGIRegressor
+from skbayesnn.core.propagate import propagate
+from skbayesnn.inference import tagi
+from skbayesnn.metrics import neg_nlpd_scorer
+
+
+@parametrize_with_checks([TAGIRegressor(hidden_layer_sizes=(20,), max_epochs=10, random_state=0)])
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+def _posterior(sizes, activation="relu", seed=0):
+    return tagi.init_posterior(
+        sizes, activation=activation, gain_w=1.0, gain_b=0.1,
+        rng=np.random.default_rng(seed), xp=np,
+    )
+
+
+def test_one_linear_layer_update_is_exact_gaussian_conditioning(rng):
+    # tagi.md §15: one linear layer, one observation, deterministic x: the TAGI
+    # update equals the diagonal of exact conditioning of (w, b) on y.
+    post = _posterior([4, 1])
+    m = np.concatenate([post.weight_means[0][0], post.bias_means[0]])
+    S = np.concatenate([post.weight_vars[0][0], post.bias_vars[0]])
+    x = rng.normal(size=(1, 4))
+    y = np.array([[1.7]])
+    noise_var = 0.3
+    tagi.update(post, x, y, noise_var)
+    phi = np.append(x[0], 1.0)
+    s_y = phi @ (S * phi) + noise_var
+    k = S * phi / s_y
+    exact_mean = m + k * (y[0, 0] - phi @ m)
+    exact_var = S - k * k * s_y
+    np.testing.assert_allclose(post.weight_means[0][0], exact_mean[:4], rtol=1e-13)
+    np.testing.assert_allclose(post.bias_means[0], exact_mean[4:], rtol=1e-13)
+    np.testing.assert_allclose(post.weight_vars[0][0], exact_var[:4], rtol=1e-13)
+    np.testing.assert_allclose(post.bias_vars[0], exact_var[4:], rtol=1e-13)
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", "softplus"])
+def test_forward_equals_linearised_propagate(rng, activation):
+    post = _posterior([3, 16, 8, 2], activation=activation)
+    X = rng.normal(size=(5, 3))
+    z_mean, z_var, caches = tagi.forward(post, X)
+    m, v = propagate(post, X, act_approx="linearize")
+    np.testing.assert_allclose(z_mean, m, rtol=1e-14)
+    np.testing.assert_allclose(z_var, v, rtol=1e-14)
+    assert len(caches) == 3 and caches[-1].jacobian is None
+
+
+def test_partial_fit_one_pass_equals_one_epoch_of_fit(rng):
+    X = rng.normal(size=(95, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=95)
+    kw = dict(hidden_layer_sizes=(12,), batch_size=10, random_state=3)
+    fitted = TAGIRegressor(max_epochs=1, shuffle=False, **kw).fit(X, y)
+    online = TAGIRegressor(**kw).partial_fit(X, y)
+    for a, b in zip(fitted.posterior_.weight_means + fitted.posterior_.weight_vars,
+                    online.posterior_.weight_means + online.posterior_.weight_vars):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_learns_a_smooth_function_with_calibrated_noise(rng):
+    X = rng.uniform(-2, 2, size=(600, 1))
+    f = lambda x: np.sin(2 * x[:, 0])  # noqa: E731
+    y = f(X) + 0.1 * rng.normal(size=600)
+    # One row per update, as the reference code runs (tagi.md §12.2).  With one
+    # input feature and batches of 10, summed updates over-count and TAGI
+    # underfits this problem (an open point of the TAGI issue).
+    reg = TAGIRegressor(hidden_layer_sizes=(50,), sigma_v=0.15, batch_size=1, gain_w=1.0,
+                        max_epochs=20, random_state=0).fit(X, y)
+    X_test = rng.uniform(-2, 2, size=(500, 1))
+    dist = reg.predict_dist(X_test)
+    rmse = np.sqrt(np.mean((dist.mean() - f(X_test)) ** 2))
+    assert rmse < 0.05  # error of the mean function, well under the noise level 0.1
+    y_test = f(X_test) + 0.1 * rng.normal(size=500)
+    lo, hi = dist.interval(0.95)
+    assert np.mean((y_test >= lo) & (y_test <= hi)) > 0.9
+    np.testing.assert_allclose(dist.aleatoric_var, (0.15 * y.std()) ** 2, rtol=1e-12)
+
+
+def test_multi_output_regression(rng):
+    X = rng.uniform(-2, 2, size=(400, 2))
+    Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2]) + 0.05 * rng.normal(size=(400, 2))
+    reg = TAGIRegressor(hidden_layer_sizes=(40,), sigma_v=0.1, random_state=0).fit(X, Y)
+    mean, std = reg.predict(X, return_std=True)
+    assert mean.shape == (400, 2) and std.shape == (400, 2)
+    r2 = 1 - ((mean - Y) ** 2).sum(0) / ((Y - Y.mean(0)) ** 2).sum(0)
+    assert np.all(r2 > 0.95)
+
+
+def test_reproducible_under_random_state(rng):
+    X = rng.normal(size=(60, 2))
+    y = X[:, 0] - X[:, 1]
+    a = TAGIRegressor(hidden_layer_sizes=(8,), max_epochs=3, random_state=7).fit(X, y).predict(X)
+    b = TAGIRegressor(hidden_layer_sizes=(8,), max_epochs=3, random_state=7).fit(X, y).predict(X)
+    c = TAGIRegressor(hidden_layer_sizes=(8,), max_epochs=3, random_state=8).fit(X, y).predict(X)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_hard_data_never_gives_nan_or_negative_variance(rng):
+    # Targets scaled by 1e6, a constant feature, duplicated rows, 200 epochs.
+    X = rng.normal(size=(40, 3))
+    X[:, 1] = 5.0
+    X = np.vstack([X, X, X])
+    y = 1e6 * (X[:, 0] ** 2 + 0.01 * rng.normal(size=120))
+    reg = TAGIRegressor(hidden_layer_sizes=(20,), max_epochs=200, sigma_v=0.01,
+                        batch_size=30, random_state=0).fit(X, y)
+    post = reg.posterior_
+    for arr in post.weight_vars + post.bias_vars:
+        assert np.all(np.isfinite(arr)) and np.all(arr > 0)
+    for arr in post.weight_means + post.bias_means:
+        assert np.all(np.isfinite(arr))
+    dist = reg.predict_dist(X)
+    assert np.all(np.isfinite(dist.mean())) and np.all(dist.var() > 0)
+
+
+def test_pipeline_and_grid_search_on_sigma_v(rng):
+    X = rng.uniform(-2, 2, size=(300, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.2 * rng.normal(size=300)
+    pipe = make_pipeline(StandardScaler(), TAGIRegressor(hidden_layer_sizes=(20,), max_epochs=20,
+                                                         random_state=0))
+    grid = GridSearchCV(pipe, {"tagiregressor__sigma_v": [0.15, 3.0]}, scoring=neg_nlpd_scorer, cv=3)
+    grid.fit(X, y)
+    # sigma_v = 3 standard deviations of y both over-disperses and barely learns.
+    assert grid.best_params_ == {"tagiregressor__sigma_v": 0.15}
+
+
+def test_update_stays_in_the_given_namespace(strict_xp, rng):
+    xp, asarray = strict_xp
+    X, Y = rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
+    ref = _posterior([3, 5, 2])
+    dev = ref.to_namespace(xp)
+    tagi.update(ref, X, Y, 0.2)
+    tagi.update(dev, asarray(X), asarray(Y), 0.2, obs_mask=asarray(np.ones((6, 2), dtype=bool)))
+    for a, b in zip(ref.weight_means + ref.weight_vars, dev.weight_means + dev.weight_vars):
+        assert type(b).__name__ == "StrictArray"
+        np.testing.assert_allclose(np.asarray(b), a, rtol=1e-13)
+
+
+def test_bad_parameters(rng):
+    X, y = rng.normal(size=(20, 2)), rng.normal(size=20)
+    with pytest.raises(ValueError, match="hidden_layer_sizes"):
+        TAGIRegressor(hidden_layer_sizes=(0,)).fit(X, y)
+    with pytest.raises(ValueError, match="sigma_v"):
+        TAGIRegressor(sigma_v=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="activation"):
+        TAGIRegressor(activation="swish").fit(X, y)
+
+
+def test_variance_guard_skips_over_counted_batch_updates(rng):
+    # One input feature, batches of 10 and a small sigma_v: the summed variance
+    # decrements of a batch exceed the prior variance of first-layer weights.  A
+    # plain floor on the variance let the means run away here (test RMSE ~1e5 in
+    # our trial); skipping those parameter updates keeps training stable.
+    X = rng.uniform(-2, 2, size=(600, 1))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=600)
+    reg = TAGIRegressor(hidden_layer_sizes=(50,), sigma_v=0.15, random_state=0).fit(X, y)
+    assert reg.n_skipped_ > 0
+    rmse = np.sqrt(np.mean((reg.predict(X) - y) ** 2))
+    assert rmse < 0.5 * y.std()
+    for arr in reg.posterior_.weight_vars + reg.posterior_.bias_vars:
+        assert np.all(arr > 0)
