@@ -79,9 +79,9 @@ def resolve_device(device="cpu"):
         return "cuda" if cuda_available() else "cpu"
     if _import_cupy() is None:
         raise DeviceUnavailableError(
-            'device="cuda" needs CuPy, which is not installed. Install it with '
-            "`pip install skbayesnn[gpu]` (or the cupy wheel matching your CUDA "
-            'version), or use device="cpu".'
+            'device="cuda" needs CuPy, which is not installed. Install the "gpu" extra '
+            '(`pip install "skbayesnn[gpu]"`, or `pip install ".[gpu]"` from a clone) or '
+            'the cupy wheel matching your CUDA version, or use device="cpu".'
         )
     if not cuda_available():
         raise DeviceUnavailableError(

@@ -31,18 +31,17 @@ from ._backend import DEVICES, asnumpy, cuda_available, get_namespace, resolve_d
 from .distributions import NormalPredictive
 
 
-def _host_copy(value):
-    """Recursively move device arrays (and posteriors) in ``value`` to the host."""
-    if hasattr(value, "to_numpy") and callable(value.to_numpy):
-        return value.to_numpy()
-    if isinstance(value, list):
-        return [_host_copy(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_host_copy(v) for v in value)
+def _to_namespace(value, xp):
+    """Recursively move the arrays in ``value`` (posteriors, statistics, dicts,
+    lists) into namespace ``xp``; ``xp = numpy`` copies them to the host."""
+    if hasattr(value, "to_namespace") and callable(value.to_namespace):
+        return value.to_namespace(xp)
     if isinstance(value, dict):
-        return {k: _host_copy(v) for k, v in value.items()}
-    if type(value).__module__.split(".")[0] == "cupy":
-        return asnumpy(value)
+        return {k: _to_namespace(v, xp) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_namespace(v, xp) for v in value)
+    if isinstance(value, np.ndarray) or type(value).__module__.split(".")[0] == "cupy":
+        return to_device(value, xp)
     return value
 
 
@@ -69,6 +68,11 @@ class BaseBayesianRegressor(RegressorMixin, BaseEstimator):
 
     #: Whether a 2-D ``y`` with several columns is accepted.
     _supports_multi_output = False
+
+    #: Fitted attributes that live on the compute device (NumPy or CuPy arrays);
+    #: pickling copies them to the host and loading moves them back (if a GPU is
+    #: there), so a GPU-fitted model loads anywhere.
+    _device_attributes: tuple = ()
 
     # ----------------------------------------------------------------- hooks
     def _fit_scaled(self, X, Y, xp, rng):  # pragma: no cover - abstract
@@ -212,10 +216,27 @@ class BaseBayesianRegressor(RegressorMixin, BaseEstimator):
 
     # -------------------------------------------------------------- pickling
     def __getstate__(self):
-        # Fitted device arrays are copied to the host so that a model trained on
-        # a GPU loads on a machine without one (DESIGN.md, "Contracts").
+        # Device arrays go to the host so that a model trained on a GPU loads on a
+        # machine without one (DESIGN.md, "Contracts").
         state = super().__getstate__()
-        return {k: _host_copy(v) for k, v in state.items()}
+        for name in self._device_attributes:
+            if name in state:
+                state[name] = _to_namespace(state[name], np)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if getattr(self, "device_", "cpu") == "cuda" and cuda_available():
+            xp = get_namespace("cuda")
+            for name in self._device_attributes:
+                if name in self.__dict__:
+                    self.__dict__[name] = _to_namespace(self.__dict__[name], xp)
+
+    def _clear_fitted(self):
+        """Forget everything learned (used when a first ``partial_fit`` fails)."""
+        params = set(self.get_params(deep=False))
+        for name in [k for k in self.__dict__ if k not in params]:
+            del self.__dict__[name]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -232,6 +253,10 @@ class PartialFitMixin:
     (later batches are scaled the same way, since an online model cannot be
     re-standardised), creates the random generator and calls ``_init_online``;
     every call then passes its standardised batch to ``_partial_fit_scaled``.
+    Make the first batch representative: with one row, or a feature that is
+    constant in it, the scale is 1 and hyperparameters stated "in standardised
+    units" then act in the data's own units.  A first call that fails leaves
+    the estimator unfitted.
     """
 
     def _init_online(self, n_features, n_outputs, xp, rng):
@@ -251,14 +276,19 @@ class PartialFitMixin:
         self : object
         """
         first = not hasattr(self, "x_scaler_")
-        X, Y = self._validate_training_data(X, y, reset=first, min_samples=1)
-        if first:
-            self.device_ = resolve_device(self.device)
-            self._fit_scalers(X, Y)
-            self._rng = self._make_rng()
-            xp = get_namespace(self.device_)
-            self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
-        else:
-            xp = self._namespace()
-        self._partial_fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
+        try:
+            X, Y = self._validate_training_data(X, y, reset=first, min_samples=1)
+            if first:
+                self.device_ = resolve_device(self.device)
+                self._fit_scalers(X, Y)
+                self._rng = self._make_rng()
+                xp = get_namespace(self.device_)
+                self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
+            else:
+                xp = self._namespace()
+            self._partial_fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
+        except Exception:
+            if first:  # leave no half-built model behind: it is still unfitted
+                self._clear_fitted()
+            raise
         return self

@@ -57,8 +57,14 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
         The precisions used (fixed or fitted), in standardised units.
     log_evidence_ : float
         Log marginal likelihood of the standardised targets at those precisions.
-    n_features_in_ : int
+    stats_ : LinearGaussianStats
+        Sufficient statistics of the standardised data seen so far.
+    posterior_ : dict
+        Posterior of the standardised model (see
+        :func:`skbayesnn.core.linear_gaussian.posterior`).
+    n_features_in_, n_outputs_ : int
     x_scaler_, y_scaler_ : StandardScaler
+    device_ : {"cpu", "cuda"}
 
     See Also
     --------
@@ -99,30 +105,32 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
         self.random_state = random_state
         self.verbose = verbose
 
+    _device_attributes = ("stats_", "posterior_")
+
     def _fit_scaled(self, X, Y, xp, rng):
-        self.stats_ = lg.LinearGaussianStats.from_data(X, Y[:, 0])
-        self._update_posterior()
+        self._update_posterior(lg.LinearGaussianStats.from_data(X, Y[:, 0]))
 
     def _init_online(self, n_features, n_outputs, xp, rng):
         self.stats_ = None
 
     def _partial_fit_scaled(self, X, Y, xp, rng):
         batch = lg.LinearGaussianStats.from_data(X, Y[:, 0])
-        self.stats_ = batch if self.stats_ is None else self.stats_ + batch
-        self._update_posterior()
+        self._update_posterior(batch if self.stats_ is None else self.stats_ + batch)
 
-    def _update_posterior(self):
-        stats = self.stats_
+    def _update_posterior(self, stats):
+        """Compute the posterior from ``stats``; state changes only on success."""
         fixed = [None if p == "auto" else float(p) for p in (self.prior_precision, self.noise_precision)]
         if stats.n < 2 and fixed[1] is None:
             raise ValueError(
                 "noise_precision='auto' needs at least 2 samples to estimate the noise; "
                 f"got {int(stats.n)}. Pass more data or a numeric noise_precision."
             )
-        lam, alpha = lg.maximize_evidence(stats, *fixed)
+        spec = lg.spectrum(stats)
+        lam, alpha = lg.maximize_evidence(stats, *fixed, spec=spec)
+        self.stats_ = stats
         self.prior_precision_, self.noise_precision_ = lam, alpha
-        self.log_evidence_ = lg.log_evidence(stats, lam, alpha)
-        self.posterior_ = lg.posterior(stats, lam, alpha)
+        self.log_evidence_ = lg.log_evidence(stats, lam, alpha, spec=spec)
+        self.posterior_ = lg.posterior(stats, lam, alpha, spec=spec)
         self._log(f"prior_precision={lam:.4g}, noise_precision={alpha:.4g}")
         # Coefficients in original units: y = y_mean + s_y (b + ((x - m_x)/s_x)^T w).
         s_x, m_x = self.x_scaler_.scale_, self.x_scaler_.mean_

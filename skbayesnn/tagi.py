@@ -85,6 +85,7 @@ class TAGIRegressor(PartialFitMixin, BaseBayesianRegressor):
     }
 
     _supports_multi_output = True
+    _device_attributes = ("posterior_",)
 
     def __init__(
         self,
@@ -154,6 +155,5 @@ class TAGIRegressor(PartialFitMixin, BaseBayesianRegressor):
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
 
     def _predict_moments_scaled(self, X, xp):
-        posterior = self.posterior_.to_namespace(xp)
-        z_mean, z_var, _ = tagi.forward(posterior, X)
+        z_mean, z_var, _ = tagi.forward(self.posterior_, X)
         return z_mean, z_var, xp.full(z_mean.shape, float(self.sigma_v) ** 2)

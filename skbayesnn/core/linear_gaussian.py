@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._backend import array_namespace, asnumpy
+from .._backend import array_namespace, to_device
 
 
 @dataclass
@@ -40,10 +40,15 @@ class LinearGaussianStats:
             yy=float(y @ y),
         )
 
-    def to_numpy(self):
-        """Copy with host NumPy arrays (used when pickling a GPU-fitted model)."""
+    def to_namespace(self, xp):
+        """Copy whose arrays live in namespace ``xp`` (NumPy copies to the host)."""
         return LinearGaussianStats(
-            self.n, asnumpy(self.x_sum), self.y_sum, asnumpy(self.xx), asnumpy(self.xy), self.yy
+            self.n,
+            to_device(self.x_sum, xp),
+            self.y_sum,
+            to_device(self.xx, xp),
+            to_device(self.xy, xp),
+            self.yy,
         )
 
     def __add__(self, other):
@@ -71,13 +76,20 @@ class LinearGaussianStats:
         return x_bar, y_bar, S, r, t
 
 
-def _eig(S):
-    xp = array_namespace(S)
+def spectrum(stats):
+    """Eigendecomposition of the centred problem, shared by every function below.
+
+    Returns a dict with ``x_bar``, ``y_bar``, eigenvalues ``e`` (clipped at 0) and
+    eigenvectors ``U`` of the centred scatter matrix, ``rr = U^T r`` and the
+    centred target sum of squares ``t``.
+    """
+    xp = array_namespace(stats.xx)
+    x_bar, y_bar, S, r, t = stats.centred()
     e, U = xp.linalg.eigh(S)
-    return xp.maximum(e, 0.0), U
+    return dict(x_bar=x_bar, y_bar=y_bar, e=xp.maximum(e, 0.0), U=U, rr=U.T @ r, t=t)
 
 
-def log_evidence(stats, prior_precision, noise_precision, *, eig=None):
+def log_evidence(stats, prior_precision, noise_precision, *, spec=None):
     """Log marginal likelihood ``log p(y | X, alpha, lam)`` with the intercept integrated out.
 
     Parameters
@@ -87,14 +99,13 @@ def log_evidence(stats, prior_precision, noise_precision, *, eig=None):
         ``lam``, precision of each weight.
     noise_precision : float
         ``alpha``, precision of the observation noise.
-    eig : tuple, optional
-        ``(eigenvalues, eigenvectors)`` of the centred scatter matrix, to reuse.
+    spec : dict, optional
+        :func:`spectrum` of ``stats``, to reuse.
     """
     xp = array_namespace(stats.xx)
-    _, _, S, r, t = stats.centred()
-    e, U = _eig(S) if eig is None else eig
+    spec = spectrum(stats) if spec is None else spec
+    e, rr, t = spec["e"], spec["rr"], spec["t"]
     lam, alpha, n_eff = float(prior_precision), float(noise_precision), stats.n - 1.0
-    rr = U.T @ r
     denom = lam + alpha * e
     # Posterior mean in the eigenbasis: m' = alpha r' / (lam + alpha e).
     # Residual + prior energy  alpha ||y - X m||^2 + lam ||m||^2
@@ -111,13 +122,12 @@ def log_evidence(stats, prior_precision, noise_precision, *, eig=None):
     )
 
 
-def log_evidence_grad(stats, prior_precision, noise_precision, *, eig=None):
+def log_evidence_grad(stats, prior_precision, noise_precision, *, spec=None):
     """Gradient of :func:`log_evidence` with respect to ``(log lam, log alpha)``."""
     xp = array_namespace(stats.xx)
-    _, _, S, r, t = stats.centred()
-    e, U = _eig(S) if eig is None else eig
+    spec = spectrum(stats) if spec is None else spec
+    e, rr, t = spec["e"], spec["rr"], spec["t"]
     lam, alpha, n_eff = float(prior_precision), float(noise_precision), stats.n - 1.0
-    rr = U.T @ r
     r2 = rr * rr
     inv = 1.0 / (lam + alpha * e)
     d = e.shape[0]
@@ -132,7 +142,7 @@ def log_evidence_grad(stats, prior_precision, noise_precision, *, eig=None):
     return lam * d_lam, alpha * d_alpha
 
 
-def maximize_evidence(stats, prior_precision=None, noise_precision=None):
+def maximize_evidence(stats, prior_precision=None, noise_precision=None, *, spec=None):
     """Type-II maximum likelihood of the precisions left as None.
 
     Maximises the exact :func:`log_evidence` over the logarithms of the free
@@ -145,8 +155,8 @@ def maximize_evidence(stats, prior_precision=None, noise_precision=None):
     """
     from scipy.optimize import minimize
 
-    _, _, S, _, t = stats.centred()
-    eig = _eig(S)
+    spec = spectrum(stats) if spec is None else spec
+    t = spec["t"]
     fixed = (prior_precision, noise_precision)
     free = [p is None for p in fixed]
     if not any(free):
@@ -161,8 +171,8 @@ def maximize_evidence(stats, prior_precision=None, noise_precision=None):
 
     def objective(z):
         lam, alpha = unpack(z)
-        grad = log_evidence_grad(stats, lam, alpha, eig=eig)
-        return -log_evidence(stats, lam, alpha, eig=eig), [-g for g, f in zip(grad, free) if f]
+        grad = log_evidence_grad(stats, lam, alpha, spec=spec)
+        return -log_evidence(stats, lam, alpha, spec=spec), [-g for g, f in zip(grad, free) if f]
 
     z0 = [math.log(v) for v, f in zip(start, free) if f]
     res = minimize(
@@ -181,7 +191,7 @@ def maximize_evidence(stats, prior_precision=None, noise_precision=None):
         from scipy.optimize import root
 
         def gradient(zz):
-            g = log_evidence_grad(stats, *unpack(zz), eig=eig)
+            g = log_evidence_grad(stats, *unpack(zz), spec=spec)
             return [gi for gi, f in zip(g, free) if f]
 
         sol = root(gradient, z, method="hybr", tol=1e-14)
@@ -190,7 +200,7 @@ def maximize_evidence(stats, prior_precision=None, noise_precision=None):
     return tuple(unpack(z))
 
 
-def posterior(stats, prior_precision, noise_precision):
+def posterior(stats, prior_precision, noise_precision, *, spec=None):
     """Posterior of ``(b, w)``.
 
     Returns
@@ -200,14 +210,13 @@ def posterior(stats, prior_precision, noise_precision):
     caller's units.  The intercept's posterior given ``w`` is
     ``N(y_bar - x_bar^T w, 1/(n alpha))``.
     """
-    xp = array_namespace(stats.xx)
-    x_bar, y_bar, S, r, _ = stats.centred()
-    e, U = _eig(S)
+    spec = spectrum(stats) if spec is None else spec
+    x_bar, y_bar, e, U = spec["x_bar"], spec["y_bar"], spec["e"], spec["U"]
     lam, alpha = float(prior_precision), float(noise_precision)
     inv = 1.0 / (lam + alpha * e)
     cov = (U * inv) @ U.T
     cov = 0.5 * (cov + cov.T)
-    mean = alpha * (cov @ r)
+    mean = alpha * (U @ (inv * spec["rr"]))
     return dict(
         coef_mean=mean,
         coef_cov=cov,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._backend import array_namespace, asnumpy, to_device
+from .._backend import array_namespace, to_device
 from .activations import activation_value, check_activation
 
 
@@ -106,34 +106,27 @@ class GaussianMLPPosterior:
         return list(self._hidden)
 
     # ------------------------------------------------------------ conversion
-    def _replace(self, f):
+    def _replace(self, f, g=None):
+        """Copy with ``f`` applied to every mean array and ``g`` (default ``f``) to
+        every variance array."""
+        g = f if g is None else g
         return GaussianMLPPosterior(
             [f(w) for w in self.weight_means],
-            [f(w) for w in self.weight_vars],
+            [g(w) for w in self.weight_vars],
             [f(b) for b in self.bias_means],
-            [f(b) for b in self.bias_vars],
+            [g(b) for b in self.bias_vars],
             activation=list(self._hidden) if self._hidden else self.activation,
             negative_slope=self.negative_slope,
         )
 
     def to_namespace(self, xp):
-        """Return a copy whose arrays live in namespace ``xp`` (NumPy or CuPy)."""
+        """Return a copy whose arrays live in namespace ``xp`` (NumPy or CuPy);
+        ``to_namespace(numpy)`` copies them to the host."""
         return self._replace(lambda a: to_device(a, xp))
-
-    def to_numpy(self):
-        """Return a copy with host NumPy arrays (for pickling and inspection)."""
-        return self._replace(asnumpy)
 
     def scale_variances(self, factor):
         """Return a copy with every weight and bias variance multiplied by ``factor``."""
-        return GaussianMLPPosterior(
-            list(self.weight_means),
-            [v * factor for v in self.weight_vars],
-            list(self.bias_means),
-            [v * factor for v in self.bias_vars],
-            activation=list(self._hidden) if self._hidden else self.activation,
-            negative_slope=self.negative_slope,
-        )
+        return self._replace(lambda a: a, lambda v: v * factor)
 
     @classmethod
     def from_sizes(

@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 
 from .._backend import array_namespace, special
+from .activations import APPROXIMATIONS as ACT_APPROXIMATIONS
 from .activations import activation_moments
 from .linear import linear_moments
 
-ACT_APPROXIMATIONS = ("linearize", "moment_match")
 HEADS = ("regression", "classification")
 
 
@@ -62,7 +62,6 @@ def propagate(posterior, X, X_var=None, *, act_approx="linearize", return_layers
         Only when ``return_layers=True``.
     """
     _check_choice(act_approx, "act_approx", ACT_APPROXIMATIONS)
-    xp = array_namespace(X, posterior.weight_means[0])
     m, v = X, X_var
     layers = []
     hidden = posterior.hidden_activations
@@ -85,7 +84,6 @@ def propagate(posterior, X, X_var=None, *, act_approx="linearize", return_layers
             approx=act_approx,
             negative_slope=posterior.negative_slope,
         )
-        v = xp.maximum(v, 0.0)
         if return_layers:
             layers.append(dict(h_mean=h_mean, h_var=h_var, a_mean=m, a_var=v, jacobian=jac))
     if return_layers:
