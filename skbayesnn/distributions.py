@@ -18,7 +18,10 @@ All objects hold host NumPy ``float64`` arrays (estimators move device arrays
 to the host before building them), validate their input on construction and
 raise :class:`ValueError` naming the problem instead of producing NaN.
 
-Every object has a *batch shape* (``shape``): the shape of ``mean()``.
+Every object has a *batch shape* (``shape``): the shape of the array of
+per-point distributions.  For the two continuous predictives it is the shape
+of ``mean()``; for :class:`CategoricalPredictive` it is ``proba.shape[:-1]``
+(its ``mean()`` is the probability vector, with the class axis last).
 Indexing (``dist[key]``) applies ``key`` to the batch shape with NumPy
 semantics and returns a distribution of the same class, every stored array
 (variance parts, components, member probabilities) being sliced alike.
@@ -156,9 +159,8 @@ def _norm_logpdf(y, m, v):
     with np.errstate(divide="ignore", invalid="ignore"):
         s = np.sqrt(v)
         d = y - m
-        z = d / s
-        out = np.where(s > 0, -0.5 * z * z - np.log(s) - _LOG_SQRT_2PI,
-                       np.where(d == 0, np.inf, -np.inf))
+        # scipy gives NaN for scale 0; the point-mass limit replaces it
+        out = np.where(s > 0, stats.norm.logpdf(d, scale=s), np.where(d == 0, np.inf, -np.inf))
     return np.where(np.isnan(d), np.nan, out)
 
 
@@ -475,7 +477,8 @@ class NormalPredictive(_ContinuousMixin):
         Raises
         ------
         ValueError
-            If some ``q`` lies outside [0, 1] or is NaN.
+            If some ``q`` lies outside [0, 1] or is NaN, or if ``q`` does not
+            broadcast with ``self.shape`` ("shape mismatch").
 
         Examples
         --------
@@ -483,6 +486,7 @@ class NormalPredictive(_ContinuousMixin):
         1.959964
         """
         q = _check_probability(q, "q")
+        _broadcast_shape([("q", q.shape), ("the distribution's batch shape", self.shape)])
         s = np.sqrt(self._var)
         z = special.ndtri(q)
         with np.errstate(invalid="ignore"):
@@ -506,6 +510,7 @@ class NormalPredictive(_ContinuousMixin):
         1.96
         """
         c = _check_probability(confidence, "confidence")
+        _broadcast_shape([("confidence", c.shape), ("the distribution's batch shape", self.shape)])
         s = np.sqrt(self._var)
         with np.errstate(invalid="ignore"):
             half = np.where(s > 0, s * special.ndtri(0.5 + 0.5 * c), 0.0)
@@ -620,14 +625,18 @@ class GaussianMixturePredictive(_ContinuousMixin):
         ``(means, vars, weights, aleatoric_vars)``, broadcast to ``(*shape, K)``.
     n_components : int
         ``K``.
-    epistemic_var : ndarray
-        Variance of the component means ``sum_k w_k (m_k - mean)^2``, plus the
-        within-component epistemic part ``sum_k w_k (vars_k - aleatoric_vars_k)``
-        when ``aleatoric_vars`` is given.  Without ``aleatoric_vars`` it is the
-        between-component variance only.
-    aleatoric_var : ndarray or None
-        ``sum_k w_k aleatoric_vars_k``, or ``None`` if ``aleatoric_vars`` was not
-        given.  When given, ``epistemic_var + aleatoric_var == var()``.
+    epistemic_var, aleatoric_var : ndarray or None
+        With ``aleatoric_vars``: ``aleatoric_var = sum_k w_k aleatoric_vars_k``
+        and ``epistemic_var = between_var + sum_k w_k (vars_k -
+        aleatoric_vars_k)``, so that ``epistemic_var + aleatoric_var ==
+        var()``.  Without ``aleatoric_vars`` both are ``None`` (not separated,
+        as for :class:`NormalPredictive` built from ``var`` only): the
+        components' own variances may hold model uncertainty too, so the
+        spread of their means alone is not the epistemic variance.
+    between_var : ndarray
+        Variance of the component means, ``sum_k w_k (m_k - mean)^2`` (always
+        available; a lower bound on the epistemic variance when the component
+        variances are pure noise).
     shape : tuple
         Batch shape.
 
@@ -650,8 +659,8 @@ class GaussianMixturePredictive(_ContinuousMixin):
     >>> d = GaussianMixturePredictive([[-1.0, 1.0]], [[0.5, 0.5]], aleatoric_vars=0.25)
     >>> d.mean(), d.var()
     (array([0.]), array([1.5]))
-    >>> d.epistemic_var, d.aleatoric_var
-    (array([1.25]), array([0.25]))
+    >>> d.epistemic_var, d.aleatoric_var, d.between_var
+    (array([1.25]), array([0.25]), array([1.]))
     >>> round(float(d.cdf(d.ppf(0.9))[0]), 12)
     0.9
     """
@@ -707,9 +716,9 @@ class GaussianMixturePredictive(_ContinuousMixin):
         between = np.sum(w * dev2, axis=-1)
         self._mean = _frozen(mean)
         self._var = _frozen(np.sum(w * (self._vars + dev2), axis=-1))
+        self._between_var = _frozen(between)
         if aleatoric_vars is None:
-            self._epistemic_var = _frozen(between)
-            self._aleatoric_var = None
+            self._epistemic_var = self._aleatoric_var = None
         else:
             self._epistemic_var = _frozen(
                 between + np.sum(w * (self._vars - aleatoric_vars), axis=-1)
@@ -734,13 +743,24 @@ class GaussianMixturePredictive(_ContinuousMixin):
 
     @property
     def epistemic_var(self):
-        """Epistemic variance (see the class docstring)."""
+        """Epistemic variance, or ``None`` without ``aleatoric_vars`` (see the class docstring)."""
         return self._epistemic_var
 
     @property
     def aleatoric_var(self):
         """Aleatoric variance, or ``None`` without ``aleatoric_vars``."""
         return self._aleatoric_var
+
+    @property
+    def between_var(self):
+        """Variance of the component means ``sum_k w_k (m_k - mean)^2``.
+
+        Examples
+        --------
+        >>> GaussianMixturePredictive([[-1.0, 1.0]], 0.5).between_var
+        array([1.])
+        """
+        return self._between_var
 
     # -- moments
     def mean(self):
@@ -914,7 +934,7 @@ class GaussianMixturePredictive(_ContinuousMixin):
         s = np.where(v > 0, np.sqrt(v), 1.0)
         inv_s = 1.0 / s
         with np.errstate(divide="ignore"):
-            log_coef = np.where(w > 0, np.log(w), -np.inf) - np.log(s) - _LOG_SQRT_2PI
+            log_coef = np.where(w > 0, np.log(w), -np.inf) - np.log(s)
         n_pieces = k * _ENTROPY_CUTS.size - 1
         out = np.empty(m.shape[0])
         chunk = max(1, 2_000_000 // (n_pieces * nodes.size * k))
@@ -927,7 +947,7 @@ class GaussianMixturePredictive(_ContinuousMixin):
             half = 0.5 * (cuts[:, 1:] - cuts[:, :-1])  # (c, P)
             y = (0.5 * (cuts[:, 1:] + cuts[:, :-1]))[..., None] + half[..., None] * nodes
             z = (y.reshape(c, -1, 1) - mc[:, None, :]) * inv_s[sl][:, None, :]
-            a = log_coef[sl][:, None, :] - 0.5 * z * z  # log w_k N(y; m_k, v_k), (c, P*J, K)
+            a = log_coef[sl][:, None, :] + stats.norm.logpdf(z)  # log w_k N(y; m_k, v_k)
             # log-sum-exp over components (max-shifted; every row has a finite term)
             a_max = a.max(axis=-1)
             logp = np.log(np.exp(a - a_max[..., None]).sum(axis=-1)) + a_max
@@ -1023,7 +1043,7 @@ class GaussianMixturePredictive(_ContinuousMixin):
         for name in ("_means", "_vars", "_weights", "_aleatoric_vars"):
             arr = getattr(self, name)
             setattr(new, name, None if arr is None else _frozen(arr.reshape(-1, k)[idx]))
-        for name in ("_mean", "_var", "_epistemic_var", "_aleatoric_var"):
+        for name in ("_mean", "_var", "_between_var", "_epistemic_var", "_aleatoric_var"):
             arr = getattr(self, name)
             setattr(new, name, None if arr is None else _frozen(arr.reshape(-1)[idx]))
         return new

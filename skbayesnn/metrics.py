@@ -18,10 +18,14 @@ same methods, e.g. a frozen :mod:`scipy.stats` distribution):
 Classification metrics take class probabilities (``predict_proba``):
 :func:`expected_calibration_error`, :func:`brier_score`, :func:`categorical_nll`.
 
-Every metric except :func:`pit_values` returns a weighted mean over samples (``sample_weight=None`` gives
-equal weights) as a Python ``float``.  Inputs are validated with scikit-learn's
-utilities; NaN or infinite values, negative standard deviations and inconsistent
-lengths raise :class:`ValueError`.  Computation is on the host with NumPy/SciPy.
+Every metric except :func:`pit_values` returns a weighted mean over samples
+(``sample_weight=None`` gives equal weights) as a Python ``float``.  Inputs are
+validated with scikit-learn's utilities; NaN or infinite values, negative
+standard deviations and inconsistent lengths raise :class:`ValueError`.  A
+predictive distribution must describe one target per sample: its batch shape
+(``shape``, or that of ``mean()``) has ``n_samples`` elements, e.g.
+``(n_samples,)`` or ``(n_samples, 1)``, and ``y_true`` is reshaped to it.
+Computation is on the host with NumPy/SciPy.
 
 Scorers for ``scoring=`` in :class:`~sklearn.model_selection.GridSearchCV`,
 :func:`~sklearn.model_selection.cross_val_score` and
@@ -43,13 +47,15 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import special
+from scipy import special, stats
 from sklearn.metrics import brier_score_loss as _sk_brier_score_loss
 from sklearn.metrics import get_scorer as _sk_get_scorer
 from sklearn.metrics import get_scorer_names as _sk_get_scorer_names
 from sklearn.metrics import log_loss as _sk_log_loss
 from sklearn.utils import check_consistent_length
 from sklearn.utils.validation import _check_sample_weight, check_array, column_or_1d
+
+from .distributions import GaussianMixturePredictive, NormalPredictive
 
 __all__ = [
     "PredictiveScorer",
@@ -78,7 +84,6 @@ __all__ = [
     "regression_calibration_error",
 ]
 
-_LOG_2PI = math.log(2.0 * math.pi)
 _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -170,20 +175,39 @@ def _dist_output(values, n, what):
     return out
 
 
-def _check_dist_length(y_dist, n):
-    """If ``y_dist`` reports its mean, check it describes ``n`` samples."""
+def _dist_batch_shape(y_dist):
+    """Batch shape of ``y_dist``: its ``shape``, else the shape of its ``mean()``; or None."""
+    shape = getattr(y_dist, "shape", None)
+    if isinstance(shape, tuple) and all(isinstance(d, Integral) for d in shape):
+        return tuple(int(d) for d in shape)
     mean = getattr(y_dist, "mean", None)
     if not callable(mean):
-        return
+        return None
     try:
-        shape = np.shape(mean())
+        return np.shape(mean())
     except Exception:  # the mean is not needed by the metric; let it fail later
-        return
-    if len(shape) >= 1 and shape[0] != n:
+        return None
+
+
+def _y_like_dist(y, y_dist):
+    """``y`` (1-D, ``n`` samples) reshaped to the batch shape of ``y_dist``.
+
+    A distribution of shape ``(n, 1)`` (or any shape of size ``n``) must see
+    ``y`` in its own shape, else ``y`` of shape ``(n,)`` broadcasts against it
+    to ``(n, n)``.  A 0-d distribution (or one of unknown shape) gets ``y``
+    unchanged and broadcasts over it.
+    """
+    n = y.shape[0]
+    shape = _dist_batch_shape(y_dist)
+    if shape is None or len(shape) == 0 or shape == y.shape:
+        return y
+    if math.prod(shape) != n:
         raise ValueError(
-            f"y_dist describes {shape[0]} samples but y_true has {n} "
-            "(inconsistent lengths)."
+            f"y_dist describes {math.prod(shape)} predictive distributions (batch shape "
+            f"{shape}) but y_true has {n} samples (inconsistent lengths; single-output "
+            "predictive distributions only)."
         )
+    return y.reshape(shape)
 
 
 def _require(y_dist, method, func_name, hint=""):
@@ -256,9 +280,7 @@ def gaussian_nlpd(y_true, y_mean, y_std, *, sample_weight=None):
     mu = _check_param(y_mean, n, "y_mean")
     std = _check_std(y_std, n, strictly_positive=True)
     sw = _check_weights(sample_weight, n)
-    z = (y - mu) / std
-    loss = 0.5 * _LOG_2PI + np.log(std) + 0.5 * z * z
-    return _weighted_mean(loss, sw)
+    return _weighted_mean(-stats.norm.logpdf(y, mu, std), sw)
 
 
 def nlpd(y_true, y_dist, *, sample_weight=None):
@@ -277,7 +299,9 @@ def nlpd(y_true, y_dist, *, sample_weight=None):
     ----------
     y_true : array-like of shape (n_samples,)
     y_dist : predictive distribution over ``n_samples`` targets
-        Must provide ``logpdf(y) -> ndarray of shape (n_samples,)``.
+        Must provide a vectorised ``logpdf``.  Its batch shape (``shape``, or
+        the shape of ``mean()``) must have ``n_samples`` elements, e.g.
+        ``(n_samples,)`` or ``(n_samples, 1)``; ``y_true`` is reshaped to it.
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns
@@ -298,25 +322,15 @@ def nlpd(y_true, y_dist, *, sample_weight=None):
         y_dist, "logpdf", "nlpd", " For class probabilities use categorical_nll."
     )
     y = _check_y(y_true)
-    _check_dist_length(y_dist, y.shape[0])
     sw = _check_weights(sample_weight, y.shape[0])
-    lp = _dist_output(logpdf(y), y.shape[0], f"{type(y_dist).__name__}.logpdf")
+    lp = _dist_output(logpdf(_y_like_dist(y, y_dist)), y.shape[0],
+                      f"{type(y_dist).__name__}.logpdf")
     if np.any(np.isnan(lp)):
         raise ValueError("y_dist.logpdf returned NaN.")
     return -_weighted_mean(lp, sw)
 
 
 # ------------------------------------------------------------------------------ CRPS
-def _crps_normal_elementwise(y, mu, std):
-    r"""Per-sample CRPS of N(mu, std^2) at y; std == 0 gives |y - mu|."""
-    diff = y - mu
-    pos = std > 0
-    z = np.divide(diff, std, out=np.zeros_like(diff), where=pos)
-    pdf = np.exp(-0.5 * z * z) * _INV_SQRT_2PI
-    val = std * (z * (2.0 * special.ndtr(z) - 1.0) + 2.0 * pdf - _INV_SQRT_PI)
-    return np.where(pos, val, np.abs(diff))
-
-
 def _expected_abs_normal(mu, s):
     r"""``A(mu, s^2) = E|X|`` for ``X ~ N(mu, s^2)``: ``mu(2 Phi(mu/s) - 1) + 2 s phi(mu/s)``."""
     pos = s > 0
@@ -369,49 +383,73 @@ def crps_gaussian(y_true, y_mean, y_std, *, sample_weight=None):
     mu = _check_param(y_mean, n, "y_mean")
     std = _check_std(y_std, n)
     sw = _check_weights(sample_weight, n)
-    return _weighted_mean(_crps_normal_elementwise(y, mu, std), sw)
+    # CRPS = E|X - y| - E|X - X'| / 2 = A(y - mu, std) - std / sqrt(pi)
+    return _weighted_mean(_expected_abs_normal(y - mu, std) - std * _INV_SQRT_PI, sw)
 
 
-def _check_mixture(means, stds, weights, n):
-    """Broadcast mixture parameters to (n, K) and validate them."""
+def _mixture_from_stds(means, stds, weights, n):
+    """A :class:`GaussianMixturePredictive` of components ``N(means, stds**2)``.
 
-    def as2d(value, name, allow_rows=True):
-        arr = np.asarray(value)
-        if arr.ndim == 0:
-            arr = arr.reshape(1, 1)
-        elif arr.ndim == 1:
-            arr = arr.reshape(1, -1)
-        arr = check_array(arr, dtype="numeric", input_name=name)  # finite, 2-D
-        if arr.ndim != 2:
-            raise ValueError(f"{name} must be 1-D (K,) or 2-D (n_samples, K).")
-        if arr.shape[0] not in (1, n):
+    ``stds`` and ``weights`` are checked here (the weights are normalised over the
+    last axis), as is the number of rows (1 or ``n``) of each 2-D argument; the
+    mixture validates the rest (finite means, broadcasting shapes).
+    """
+
+    def as_array(value, name):
+        return check_array(
+            np.atleast_1d(np.asarray(value)), ensure_2d=False, allow_nd=True,
+            dtype="numeric", input_name=name,
+        ).astype(np.float64, copy=False)
+
+    sd = as_array(stds, "stds")
+    if np.any(sd < 0):
+        raise ValueError(f"stds must be non-negative; got a minimum of {sd.min()!r}.")
+    w = as_array(weights, "weights")
+    if np.any(w < 0):
+        raise ValueError(f"weights must be non-negative; got a minimum of {w.min()!r}.")
+    total = w.sum(axis=-1, keepdims=True)
+    if np.any(total <= 0):
+        raise ValueError("weights must have a positive sum over the components.")
+    for name, arr in (("means", np.asarray(means)), ("stds", sd), ("weights", w)):
+        if arr.ndim >= 2 and arr.shape[0] not in (1, n):
             raise ValueError(
                 f"{name} has {arr.shape[0]} rows but y_true has {n} samples "
                 "(inconsistent lengths); the component axis is the last one."
             )
-        return arr.astype(np.float64, copy=False)
-
-    mu = as2d(means, "means")
-    sd = as2d(stds, "stds")
-    w = as2d(weights, "weights")
-    k = max(mu.shape[1], sd.shape[1], w.shape[1])
     try:
-        mu, sd, w = np.broadcast_arrays(mu, sd, w)
-        mu, sd, w = (np.broadcast_to(a, (n, k)) for a in (mu, sd, w))
-    except ValueError:
+        return GaussianMixturePredictive(np.atleast_1d(means), sd * sd, w / total)
+    except ValueError as exc:
         raise ValueError(
-            "means, stds and weights have incompatible shapes "
-            f"{np.shape(means)}, {np.shape(stds)}, {np.shape(weights)}; each must "
-            "broadcast to (n_samples, n_components)."
+            f"{exc} (vars = stds**2; the component axis is the last one)"
         ) from None
-    if np.any(sd < 0):
-        raise ValueError(f"stds must be non-negative; got a minimum of {sd.min()!r}.")
-    if np.any(w < 0):
-        raise ValueError(f"weights must be non-negative; got a minimum of {w.min()!r}.")
-    total = w.sum(axis=1, keepdims=True)
-    if np.any(total <= 0):
-        raise ValueError("weights must have a positive sum over the components.")
-    return mu, sd, w / total
+
+
+def _crps_mixture_values(y, dist):
+    """Per-sample closed-form CRPS of the mixture ``dist`` at the 1-D ``y``."""
+    n = y.shape[0]
+    k = dist.n_components
+    comps = dist.components
+    rows = comps.means.reshape(-1, k).shape[0]
+    if rows not in (1, n):
+        raise ValueError(
+            f"the mixture describes {rows} samples but y_true has {n} (inconsistent "
+            "lengths); the component axis is the last one."
+        )
+    mu, var, w = (np.broadcast_to(a.reshape(-1, k), (n, k))
+                  for a in (comps.means, comps.vars, comps.weights))
+    out = np.empty(n)
+    chunk = max(1, (1 << 21) // (k * k))
+    for start in range(0, n, chunk):
+        sl = slice(start, min(start + chunk, n))
+        m, v, ww = mu[sl], var[sl], w[sl]
+        term1 = np.sum(ww * _expected_abs_normal(y[sl, None] - m, np.sqrt(v)), axis=1)
+        dmu = m[:, :, None] - m[:, None, :]
+        s = np.sqrt(v[:, :, None] + v[:, None, :])
+        pair = _expected_abs_normal(dmu, s)
+        term2 = np.einsum("nk,nkl,nl->n", ww, pair, ww)
+        out[sl] = term1 - 0.5 * term2
+    # Round-off can make a perfect point forecast slightly negative.
+    return np.maximum(out, 0.0)
 
 
 def crps_gaussian_mixture(y_true, means, stds, weights, *, sample_weight=None):
@@ -460,44 +498,19 @@ def crps_gaussian_mixture(y_true, means, stds, weights, *, sample_weight=None):
        of the Royal Meteorological Society* 132, 2925-2942.
     """
     y = _check_y(y_true)
-    n = y.shape[0]
-    mu, sd, w = _check_mixture(means, stds, weights, n)
-    sw = _check_weights(sample_weight, n)
-    k = mu.shape[1]
-    var = sd * sd
-    out = np.empty(n)
-    chunk = max(1, (1 << 21) // (k * k))
-    for start in range(0, n, chunk):
-        sl = slice(start, min(start + chunk, n))
-        m, v, ww = mu[sl], var[sl], w[sl]
-        term1 = np.sum(ww * _expected_abs_normal(y[sl, None] - m, np.sqrt(v)), axis=1)
-        dmu = m[:, :, None] - m[:, None, :]
-        s = np.sqrt(v[:, :, None] + v[:, None, :])
-        pair = _expected_abs_normal(dmu, s)
-        term2 = np.einsum("nk,nkl,nl->n", ww, pair, ww)
-        out[sl] = term1 - 0.5 * term2
-    # Round-off can make a perfect point forecast slightly negative.
-    return _weighted_mean(np.maximum(out, 0.0), sw)
+    dist = _mixture_from_stds(means, stds, weights, y.shape[0])
+    sw = _check_weights(sample_weight, y.shape[0])
+    return _weighted_mean(_crps_mixture_values(y, dist), sw)
 
 
 def _is_scipy_frozen_norm(y_dist):
-    from scipy import stats
+    # Each frozen distribution holds its own norm_gen instance: compare by name.
+    return getattr(getattr(y_dist, "dist", None), "name", None) == "norm"
 
-    return getattr(y_dist, "dist", None) is stats.norm
 
-
-def _mixture_parameters(y_dist):
-    """``(means, vars, weights)`` of a mixture predictive, each ``(n, K)``-broadcastable."""
-    comps = getattr(y_dist, "components", None)
-    if comps is not None:
-        means, vars_, weights = comps.means, comps.vars, comps.weights
-    else:
-        means, vars_, weights = y_dist.means, y_dist.vars, y_dist.weights
-    return (
-        np.asarray(means, dtype=np.float64),
-        np.asarray(vars_, dtype=np.float64),
-        np.asarray(weights, dtype=np.float64),
-    )
+def _flat(a):
+    a = np.asarray(a, dtype=np.float64)
+    return a if a.ndim == 0 else a.reshape(-1)
 
 
 def crps(y_true, y_dist, *, sample_weight=None):
@@ -515,7 +528,9 @@ def crps(y_true, y_dist, *, sample_weight=None):
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
-    y_dist : NormalPredictive or GaussianMixturePredictive
+    y_dist : NormalPredictive, GaussianMixturePredictive or frozen scipy.stats.norm
+        With a batch of ``n_samples`` elements (e.g. ``(n_samples,)`` or
+        ``(n_samples, 1)``), or 0-d (one distribution for every sample).
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns
@@ -527,19 +542,16 @@ def crps(y_true, y_dist, *, sample_weight=None):
     TypeError
         For any other distribution type (no closed form implemented).
     """
-    from .distributions import GaussianMixturePredictive, NormalPredictive
-
     if isinstance(y_dist, GaussianMixturePredictive):
-        means, vars_, weights = _mixture_parameters(y_dist)
-        if np.any(vars_ < 0):
-            raise ValueError("the mixture has negative component variances.")
-        return crps_gaussian_mixture(
-            y_true, means, np.sqrt(vars_), weights, sample_weight=sample_weight
-        )
+        y = _check_y(y_true)
+        _y_like_dist(y, y_dist)  # the batch must describe the n samples
+        sw = _check_weights(sample_weight, y.shape[0])
+        return _weighted_mean(_crps_mixture_values(y, y_dist), sw)
     if isinstance(y_dist, NormalPredictive) or _is_scipy_frozen_norm(y_dist):
+        y = _check_y(y_true)
+        _y_like_dist(y, y_dist)
         return crps_gaussian(
-            y_true, np.asarray(y_dist.mean()), np.asarray(y_dist.std()),
-            sample_weight=sample_weight,
+            y, _flat(y_dist.mean()), _flat(y_dist.std()), sample_weight=sample_weight
         )
     raise TypeError(
         "crps has closed forms for NormalPredictive and GaussianMixturePredictive "
@@ -599,14 +611,11 @@ def interval_width(lower, upper, *, sample_weight=None):
     -------
     width : float
     """
-    n = column_or_1d(
-        check_array(
-            lower, ensure_2d=False, dtype="numeric", input_name="lower", ensure_all_finite=False
-        ),
-        input_name="lower",
-    ).shape[0]
-    lo, hi = _check_bounds(lower, upper, n)
-    sw = _check_weights(sample_weight, n)
+    shape = np.shape(lower)
+    if len(shape) not in (1, 2):
+        raise ValueError(f"lower must be 1-D; got an array of shape {shape}.")
+    lo, hi = _check_bounds(lower, upper, shape[0])
+    sw = _check_weights(sample_weight, shape[0])
     return _weighted_mean(hi - lo, sw)
 
 
@@ -620,6 +629,7 @@ def coverage(y_true, y_dist, confidence=0.95, *, sample_weight=None):
     ----------
     y_true : array-like of shape (n_samples,)
     y_dist : predictive distribution with ``interval(confidence)``
+        Its batch shape must have ``n_samples`` elements (see :func:`nlpd`).
     confidence : float in (0, 1), default=0.95
     sample_weight : array-like of shape (n_samples,), default=None
 
@@ -630,7 +640,7 @@ def coverage(y_true, y_dist, confidence=0.95, *, sample_weight=None):
     confidence = _check_confidence(confidence)
     interval = _require(y_dist, "interval", "coverage")
     y = _check_y(y_true)
-    _check_dist_length(y_dist, y.shape[0])
+    _y_like_dist(y, y_dist)  # the batch must describe the n samples
     lo, hi = interval(confidence)
     n = y.shape[0]
     lo = _dist_output(lo, n, "y_dist.interval (lower)")
@@ -677,6 +687,8 @@ def pit_values(y_true, y_dist):
     ----------
     y_true : array-like of shape (n_samples,)
     y_dist : predictive distribution with ``cdf``
+        Its batch shape must have ``n_samples`` elements (see :func:`nlpd`);
+        ``y_true`` is reshaped to it.
 
     Returns
     -------
@@ -689,8 +701,7 @@ def pit_values(y_true, y_dist):
     """
     cdf = _require(y_dist, "cdf", "pit_values")
     y = _check_y(y_true)
-    _check_dist_length(y_dist, y.shape[0])
-    u = _dist_output(cdf(y), y.shape[0], f"{type(y_dist).__name__}.cdf")
+    u = _dist_output(cdf(_y_like_dist(y, y_dist)), y.shape[0], f"{type(y_dist).__name__}.cdf")
     if np.any(np.isnan(u)):
         raise ValueError("y_dist.cdf returned NaN.")
     return u
@@ -720,7 +731,7 @@ def regression_calibration_error(y_true, y_dist, *, n_levels=19, sample_weight=N
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
-    y_dist : predictive distribution with ``cdf``
+    y_dist : predictive distribution with ``cdf`` (see :func:`pit_values`)
     n_levels : int >= 1, default=19
     sample_weight : array-like of shape (n_samples,), default=None
 

@@ -120,3 +120,12 @@ def test_constant_feature_gets_unit_scale(rng):
     reg = BayesianLinearRegressor().fit(X, y)
     assert reg.x_scaler_.scale_[0] == 1.0
     assert np.all(np.isfinite(reg.predict(X)))
+
+
+def test_verbose_reports_and_silent_by_default(rng, capsys):
+    X, y = _data(rng)
+    BayesianLinearRegressor().fit(X, y)
+    assert capsys.readouterr().out == ""
+    reg = BayesianLinearRegressor(verbose=1).fit(X, y)
+    out = capsys.readouterr().out
+    assert "[BayesianLinearRegressor]" in out and f"{reg.noise_precision_:.4g}" in out

@@ -9,7 +9,6 @@ folders written to ``tmp_path`` in the same layout.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -127,24 +126,17 @@ def clean_env(monkeypatch, tmp_path):
 # --------------------------------------------------------------------------
 
 
-def test_uci_dataset_names():
-    assert UCI_DATASETS == (
-        "bostonHousing",
-        "concrete",
-        "energy",
-        "kin8nm",
-        "naval-propulsion-plant",
-        "power-plant",
-        "protein-tertiary-structure",
-        "wine-quality-red",
-        "yacht",
-    )
+def _shared_n_splits(name):
+    """n_splits.txt of a shared dataset, read independently of the loader."""
+    return int(np.loadtxt(SHARED_UCI / name / "n_splits.txt"))
 
 
 @pytest.mark.parametrize("name", PRESENT_PARAMS)
-@pytest.mark.parametrize("split", [0, 19])
-def test_shared_uci_split_matches_independent_reading(name, split):
+@pytest.mark.parametrize("which", ["first", "last"])
+def test_shared_uci_split_matches_independent_reading(name, which):
     folder = SHARED_UCI / name
+    n_splits = _shared_n_splits(name)  # 20, but 5 for protein-tertiary-structure
+    split = 0 if which == "first" else n_splits - 1
     data = np.loadtxt(folder / "data.txt")
     features = np.atleast_1d(np.loadtxt(folder / "index_features.txt", dtype=int))
     target = int(np.loadtxt(folder / "index_target.txt", dtype=int))
@@ -154,7 +146,7 @@ def test_shared_uci_split_matches_independent_reading(name, split):
     b = load_uci(name, split, data_home=SHARED_UCI)
 
     assert b.name == name and b.split == split
-    assert b.n_splits == 20 == uci_n_splits(name, data_home=SHARED_UCI)
+    assert b.n_splits == n_splits == uci_n_splits(name, data_home=SHARED_UCI)
     assert b.n_hidden == int(np.loadtxt(folder / "n_hidden.txt"))
     assert b.n_epochs == int(np.loadtxt(folder / "n_epochs.txt"))
     # Every row is used exactly once.
@@ -179,7 +171,7 @@ def test_shared_uci_split_matches_independent_reading(name, split):
     np.testing.assert_array_equal(b.y_train, data[train, target])
     np.testing.assert_array_equal(b.y_test, data[test, target])
     assert b.feature_names is None
-    assert name in b.DESCR and "20" in b.DESCR and "90%/10%" in b.DESCR
+    assert name in b.DESCR and f"{n_splits} random" in b.DESCR and "90%/10%" in b.DESCR
 
     X_train, X_test, y_train, y_test = load_uci(
         name, split, data_home=SHARED_UCI, return_X_y=True
@@ -195,19 +187,15 @@ def test_available_uci_datasets_lists_the_shared_folders():
     assert available_uci_datasets(SHARED_UCI) == [n for n in UCI_DATASETS if n in PRESENT]
 
 
-@pytest.mark.skipif(
-    not (SHARED_UCI / "kin8nm" / "data.txt").is_file(), reason=_NO_SHARED_REASON + " (kin8nm)"
-)
-def test_all_kin8nm_splits_parse_data_once_and_fast():
+@pytest.mark.parametrize("name", PRESENT_PARAMS)
+def test_all_splits_parse_data_once(name):
+    n_splits = _shared_n_splits(name)
     datasets._parse_table_cached.cache_clear()
-    start = time.perf_counter()
-    tests = [load_uci("kin8nm", k, data_home=SHARED_UCI).test_index for k in range(20)]
-    elapsed = time.perf_counter() - start
+    tests = [load_uci(name, k, data_home=SHARED_UCI).test_index for k in range(n_splits)]
     info = datasets._parse_table_cached.cache_info()
-    assert info.misses == 1 and info.hits == 19
-    assert elapsed < 5.0, f"20 kin8nm splits took {elapsed:.2f} s"
+    assert info.misses == 1 and info.hits == n_splits - 1
     # The splits really differ.
-    assert not np.array_equal(np.sort(tests[0]), np.sort(tests[19]))
+    assert not np.array_equal(np.sort(tests[0]), np.sort(tests[-1]))
 
 
 # --------------------------------------------------------------------------

@@ -181,8 +181,11 @@ def test_normal_invalid_quantiles(normal):
         normal.ppf(np.nan)
     with pytest.raises(ValueError, match="confidence"):
         normal.interval(-0.1)
-    with pytest.raises(ValueError, match="shape mismatch"):
-        normal.logpdf(np.zeros(5))
+    # q or confidence that do not broadcast with the batch shape (6, 2): the same
+    # named error as logpdf, not numpy's broadcasting message
+    for call in (normal.logpdf, normal.cdf, normal.ppf, normal.interval):
+        with pytest.raises(ValueError, match=r"shape mismatch.*\(5,\).*\(6, 2\)"):
+            call(np.full(5, 0.5))
 
 
 # --------------------------------------------------------------------------- mixture
@@ -359,9 +362,14 @@ def test_mixture_epistemic_aleatoric_split(rng):
     assert_allclose(d.epistemic_var, between + np.sum(weights * (vars_ - al), axis=1), rtol=1e-12)
     assert_allclose(d.aleatoric_var, np.sum(weights * al, axis=1), rtol=1e-12)
     assert_allclose(d.epistemic_var + d.aleatoric_var, d.var(), rtol=1e-12)
+    assert_allclose(d.between_var, between, rtol=1e-12)
+    # without aleatoric_vars the split is unknown (the component variances may hold
+    # model uncertainty too): both parts are None, as for NormalPredictive(mean, var)
     plain = GaussianMixturePredictive(means, vars_, weights)
-    assert plain.aleatoric_var is None
-    assert_allclose(plain.epistemic_var, between, rtol=1e-12)
+    assert plain.epistemic_var is None and plain.aleatoric_var is None
+    assert_allclose(plain.between_var, between, rtol=1e-12)
+    assert plain[1:3].epistemic_var is None
+    assert_allclose(plain[1:3].between_var, between[1:3], rtol=1e-12)
 
 
 def test_mixture_weights_and_shapes(rng):
@@ -394,6 +402,7 @@ def test_mixture_slicing_keeps_components_and_parts_consistent(rng):
         assert_allclose(sub.mean(), d.mean()[key], rtol=RTOL)
         assert_allclose(sub.epistemic_var, d.epistemic_var[key], rtol=RTOL)
         assert_allclose(sub.aleatoric_var, d.aleatoric_var[key], rtol=RTOL)
+        assert_allclose(sub.between_var, d.between_var[key], rtol=RTOL)
     assert "GaussianMixturePredictive" in repr(d) and "n_components=3" in repr(d)
 
 
