@@ -3,6 +3,6 @@
 __version__ = "0.1.0.dev0"
 
 from .linear_model import BayesianLinearRegressor  # noqa: E402
-from .tagi import TAGIRegressor  # noqa: E402
+from .tagi import TAGIClassifier, TAGIRegressor  # noqa: E402
 
-__all__ = ["BayesianLinearRegressor", "TAGIRegressor", "__version__"]
+__all__ = ["BayesianLinearRegressor", "TAGIClassifier", "TAGIRegressor", "__version__"]

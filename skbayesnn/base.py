@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import warnings
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._backend import DEVICES, asnumpy, cuda_available, get_namespace, resolve_device, to_device
-from .distributions import NormalPredictive
+from .distributions import CategoricalPredictive, NormalPredictive
 
 
 def _to_namespace(value, xp):
@@ -45,7 +46,81 @@ def _to_namespace(value, xp):
     return value
 
 
-class BaseBayesianRegressor(RegressorMixin, BaseEstimator):
+class _BayesianEstimatorMixin:
+    """What regressors and classifiers share: device, logging, random generator,
+    input scaling, pickling of device arrays."""
+
+    _parameter_constraints: dict = {
+        "device": [StrOptions(set(DEVICES))],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    #: Fitted attributes that live on the compute device (NumPy or CuPy arrays);
+    #: pickling copies them to the host and loading moves them back (if a GPU is
+    #: there), so a GPU-fitted model loads anywhere.
+    _device_attributes: tuple = ()
+
+    def _log(self, message, level=1):
+        if self.verbose >= level:
+            print(f"[{type(self).__name__}] {message}", flush=True)
+
+    def _scale_X(self, X, xp):
+        return to_device(self.x_scaler_.transform(X), xp)
+
+    def _namespace(self):
+        """Array namespace for the fitted device; falls back to NumPy when a model
+        fitted on a GPU is used on a machine without one."""
+        if self.device_ == "cuda" and not cuda_available():
+            warnings.warn(
+                f"{type(self).__name__} was fitted on a GPU but no GPU is available "
+                "now; computing on the CPU.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return np
+        return get_namespace(self.device_)
+
+    def _start(self, X):
+        """Resolve the device, learn the input scaling, seed the generator; returns
+        the namespace.  Called by ``fit`` and by the first ``partial_fit``."""
+        self.device_ = resolve_device(self.device)
+        self.x_scaler_ = StandardScaler().fit(X)
+        self._rng = self._make_rng()
+        return get_namespace(self.device_)
+
+    def _make_rng(self):
+        # A Generator seeded from sklearn's random_state convention (None, int or
+        # RandomState), so one random_state reproduces a whole fit.
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        return np.random.default_rng(seed)
+
+    # -------------------------------------------------------------- pickling
+    def __getstate__(self):
+        # Device arrays go to the host so that a model trained on a GPU loads on a
+        # machine without one (DESIGN.md, "Contracts").
+        state = super().__getstate__()
+        for name in self._device_attributes:
+            if name in state:
+                state[name] = _to_namespace(state[name], np)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if getattr(self, "device_", "cpu") == "cuda" and cuda_available():
+            xp = get_namespace("cuda")
+            for name in self._device_attributes:
+                if name in self.__dict__:
+                    self.__dict__[name] = _to_namespace(self.__dict__[name], xp)
+
+    def _clear_fitted(self):
+        """Forget everything learned (used when a first ``partial_fit`` fails)."""
+        params = set(self.get_params(deep=False))
+        for name in [k for k in self.__dict__ if k not in params]:
+            del self.__dict__[name]
+
+
+class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimator):
     """Common machinery of the Bayesian regressors (see the module docstring).
 
     Fitted attributes set by the base
@@ -60,19 +135,8 @@ class BaseBayesianRegressor(RegressorMixin, BaseEstimator):
         The device resolved from ``device``.
     """
 
-    _parameter_constraints: dict = {
-        "device": [StrOptions(set(DEVICES))],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-    }
-
     #: Whether a 2-D ``y`` with several columns is accepted.
     _supports_multi_output = False
-
-    #: Fitted attributes that live on the compute device (NumPy or CuPy arrays);
-    #: pickling copies them to the host and loading moves them back (if a GPU is
-    #: there), so a GPU-fitted model loads anywhere.
-    _device_attributes: tuple = ()
 
     # ----------------------------------------------------------------- hooks
     def _fit_scaled(self, X, Y, xp, rng):  # pragma: no cover - abstract
@@ -85,10 +149,6 @@ class BaseBayesianRegressor(RegressorMixin, BaseEstimator):
         raise NotImplementedError
 
     # ------------------------------------------------------------ utilities
-    def _log(self, message, level=1):
-        if self.verbose >= level:
-            print(f"[{type(self).__name__}] {message}", flush=True)
-
     def _validate_training_data(self, X, y, *, reset, min_samples):
         X, y = validate_data(
             self,
@@ -111,34 +171,8 @@ class BaseBayesianRegressor(RegressorMixin, BaseEstimator):
             )
         return X, Y
 
-    def _fit_scalers(self, X, Y):
-        self.x_scaler_ = StandardScaler().fit(X)
-        self.y_scaler_ = StandardScaler().fit(Y)
-
-    def _scale_X(self, X, xp):
-        return to_device(self.x_scaler_.transform(X), xp)
-
     def _scale_Y(self, Y, xp):
         return to_device(self.y_scaler_.transform(Y), xp)
-
-    def _namespace(self):
-        """Array namespace for the fitted device; falls back to NumPy when a model
-        fitted on a GPU is used on a machine without one."""
-        if self.device_ == "cuda" and not cuda_available():
-            warnings.warn(
-                f"{type(self).__name__} was fitted on a GPU but no GPU is available "
-                "now; computing on the CPU.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return np
-        return get_namespace(self.device_)
-
-    def _make_rng(self):
-        # A Generator seeded from sklearn's random_state convention (None, int or
-        # RandomState), so one random_state reproduces a whole fit.
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-        return np.random.default_rng(seed)
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -158,10 +192,8 @@ class BaseBayesianRegressor(RegressorMixin, BaseEstimator):
             The fitted estimator.
         """
         X, Y = self._validate_training_data(X, y, reset=True, min_samples=2)
-        self.device_ = resolve_device(self.device)
-        xp = get_namespace(self.device_)
-        self._fit_scalers(X, Y)
-        self._rng = self._make_rng()
+        xp = self._start(X)
+        self.y_scaler_ = StandardScaler().fit(Y)
         self._fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
         return self
 
@@ -214,30 +246,6 @@ class BaseBayesianRegressor(RegressorMixin, BaseEstimator):
             return dist.mean(), dist.std()
         return dist.mean()
 
-    # -------------------------------------------------------------- pickling
-    def __getstate__(self):
-        # Device arrays go to the host so that a model trained on a GPU loads on a
-        # machine without one (DESIGN.md, "Contracts").
-        state = super().__getstate__()
-        for name in self._device_attributes:
-            if name in state:
-                state[name] = _to_namespace(state[name], np)
-        return state
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        if getattr(self, "device_", "cpu") == "cuda" and cuda_available():
-            xp = get_namespace("cuda")
-            for name in self._device_attributes:
-                if name in self.__dict__:
-                    self.__dict__[name] = _to_namespace(self.__dict__[name], xp)
-
-    def _clear_fitted(self):
-        """Forget everything learned (used when a first ``partial_fit`` fails)."""
-        params = set(self.get_params(deep=False))
-        for name in [k for k in self.__dict__ if k not in params]:
-            del self.__dict__[name]
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
@@ -279,10 +287,8 @@ class PartialFitMixin:
         try:
             X, Y = self._validate_training_data(X, y, reset=first, min_samples=1)
             if first:
-                self.device_ = resolve_device(self.device)
-                self._fit_scalers(X, Y)
-                self._rng = self._make_rng()
-                xp = get_namespace(self.device_)
+                xp = self._start(X)
+                self.y_scaler_ = StandardScaler().fit(Y)
                 self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
             else:
                 xp = self._namespace()
@@ -292,3 +298,151 @@ class PartialFitMixin:
                 self._clear_fitted()
             raise
         return self
+
+
+class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstimator):
+    """Common machinery of the Bayesian classifiers.
+
+    Labels of any type are mapped to ``0..n_classes-1`` through ``classes_``;
+    inputs are standardised as for the regressors.  A subclass implements
+
+    ``_fit_scaled(X, y_index, xp, rng)``
+        Train from scratch on standardised inputs and integer class indices.
+    ``_partial_fit_scaled(X, y_index, xp, rng)``
+        One incremental update (with :meth:`partial_fit`).
+    ``_init_online(n_features, n_classes, xp, rng)``
+        Create the prior state before the first ``partial_fit``.
+    ``_predict_proba_scaled(X, xp)``
+        Class probabilities, shape ``(n_samples, n_classes)``.
+    """
+
+    def _validate_labels(self, X, y, *, reset, min_samples):
+        X, y = validate_data(
+            self, X, y, reset=reset, dtype=np.float64, ensure_min_samples=min_samples
+        )
+        check_classification_targets(y)
+        return X, y
+
+    def _set_classes(self, classes):
+        classes = np.unique(classes)
+        if classes.shape[0] < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in the data, "
+                f"got {classes.shape[0]} class."
+            )
+        self.classes_ = classes
+
+    def _encode(self, y):
+        index = np.searchsorted(self.classes_, y)
+        index = np.clip(index, 0, len(self.classes_) - 1)
+        unknown = self.classes_[index] != y
+        if np.any(unknown):
+            raise ValueError(
+                f"y contains labels not in classes_ {self.classes_.tolist()}: "
+                f"{np.unique(y[unknown]).tolist()}"
+            )
+        return index
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the classifier.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels (numbers or strings), at least two distinct values.
+
+        Returns
+        -------
+        self : object
+        """
+        X, y = self._validate_labels(X, y, reset=True, min_samples=2)
+        self._set_classes(y)
+        xp = self._start(X)
+        self._fit_scaled(self._scale_X(X, xp), self._encode(y), xp, self._rng)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None):
+        """Update the classifier with one batch.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        classes : array-like of shape (n_classes,), default=None
+            All labels that can ever occur; required on the first call (as for
+            sklearn's online classifiers), ignored afterwards.  The first call
+            also fixes the input standardisation.
+
+        Returns
+        -------
+        self : object
+        """
+        first = not hasattr(self, "classes_")
+        try:
+            X, y = self._validate_labels(X, y, reset=first, min_samples=1)
+            if first:
+                if classes is None:
+                    raise ValueError("classes must be passed on the first call to partial_fit.")
+                self._set_classes(classes)
+                xp = self._start(X)
+                self._init_online(X.shape[1], len(self.classes_), xp, self._rng)
+            else:
+                xp = self._namespace()
+            self._partial_fit_scaled(self._scale_X(X, xp), self._encode(y), xp, self._rng)
+        except Exception:
+            if first:
+                self._clear_fitted()
+            raise
+        return self
+
+    def predict_proba(self, X):
+        """Predictive class probabilities.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        xp = self._namespace()
+        return asnumpy(self._predict_proba_scaled(self._scale_X(X, xp), xp))
+
+    def predict(self, X):
+        """Most probable class of each row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def predict_dist(self, X):
+        """Predictive categorical distribution (probabilities, entropy, sampling).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        dist : CategoricalPredictive
+        """
+        return CategoricalPredictive(self.predict_proba(X), classes=self.classes_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags

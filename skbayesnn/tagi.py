@@ -7,12 +7,61 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .base import BaseBayesianRegressor, PartialFitMixin
+from .base import BaseBayesianClassifier, BaseBayesianRegressor, PartialFitMixin
 from .core.activations import ACTIVATIONS
 from .inference import tagi
 
 
-class TAGIRegressor(PartialFitMixin, BaseBayesianRegressor):
+_TAGI_CONSTRAINTS = {
+    "hidden_layer_sizes": ["array-like"],
+    "activation": [StrOptions(set(ACTIVATIONS) - {"identity"})],
+    "sigma_v": [Interval(Real, 0, None, closed="neither")],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
+    "max_epochs": [Interval(Integral, 1, None, closed="left")],
+    "gain_w": [Interval(Real, 0, None, closed="neither")],
+    "gain_b": [Interval(Real, 0, None, closed="neither")],
+    "shuffle": ["boolean"],
+}
+
+
+class _TAGIMixin:
+    """Network construction and the epoch loop shared by the TAGI estimators."""
+
+    _device_attributes = ("posterior_",)
+
+    def _hidden_sizes(self):
+        sizes = list(np.atleast_1d(self.hidden_layer_sizes))
+        if not sizes or any(
+            isinstance(h, (bool, np.bool_)) or not isinstance(h, (Integral, np.integer)) or h < 1
+            for h in sizes
+        ):
+            raise ValueError(
+                "hidden_layer_sizes must be a non-empty sequence of positive integers, "
+                f"got {self.hidden_layer_sizes!r}."
+            )
+        return [int(h) for h in sizes]
+
+    def _init_online(self, n_features, n_outputs, xp, rng):
+        sizes = [n_features, *self._hidden_sizes(), n_outputs]
+        self.posterior_ = tagi.init_posterior(
+            sizes, activation=self.activation, gain_w=self.gain_w, gain_b=self.gain_b, rng=rng, xp=xp
+        )
+        self.n_skipped_ = 0
+        self.n_iter_ = 0
+
+    def _run_epoch(self, X, Y, order, xp, obs_mask=None):
+        self.n_skipped_ += tagi.run_epoch(
+            self.posterior_,
+            X,
+            Y,
+            self.sigma_v**2,
+            batch_size=self.batch_size,
+            order=xp.asarray(order),
+            obs_mask=obs_mask,
+        )
+
+
+class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     """Bayesian MLP regression by tractable approximate Gaussian inference.
 
     TAGI (Goulet, Nguyen & Amiri, 2021) keeps an independent Gaussian over every
@@ -44,6 +93,15 @@ class TAGIRegressor(PartialFitMixin, BaseBayesianRegressor):
         Prior bias variance.
     shuffle : bool, default=True
         Shuffle the rows before every epoch of ``fit``.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training rows, track their
+        predictive log-likelihood after every epoch and keep the posterior of the
+        best epoch (tagi.md §6: the epoch count acts as an empirical-Bayes choice).
+    validation_fraction : float in (0, 1), default=0.1
+        Share of rows held out when ``early_stopping=True``.
+    n_iter_no_change : int, default=10
+        With early stopping, stop after this many epochs without a better
+        validation log-likelihood.
     device : {"cpu", "cuda", "auto"}, default="cpu"
     random_state : int, RandomState instance or None, default=None
         Seeds the prior means and the shuffling.
@@ -55,6 +113,12 @@ class TAGIRegressor(PartialFitMixin, BaseBayesianRegressor):
         Means and variances of all weights and biases (standardised units).
     n_iter_ : int
         Epochs run by ``fit``.
+    best_epoch_ : int
+        With early stopping, the epoch whose posterior was kept (1-based); else
+        ``n_iter_``.
+    validation_scores_ : list of float
+        With early stopping, the mean validation log-likelihood per row after
+        each epoch, in the target's original units; else empty.
     n_skipped_ : int
         Parameter updates skipped because a batch's summed update would have
         removed more than 99.9% of that parameter's variance (tagi.md §4.4 notes
@@ -74,18 +138,13 @@ class TAGIRegressor(PartialFitMixin, BaseBayesianRegressor):
 
     _parameter_constraints: dict = {
         **BaseBayesianRegressor._parameter_constraints,
-        "hidden_layer_sizes": ["array-like"],
-        "activation": [StrOptions(set(ACTIVATIONS) - {"identity"})],
-        "sigma_v": [Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_epochs": [Interval(Integral, 1, None, closed="left")],
-        "gain_w": [Interval(Real, 0, None, closed="neither")],
-        "gain_b": [Interval(Real, 0, None, closed="neither")],
-        "shuffle": ["boolean"],
+        **_TAGI_CONSTRAINTS,
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
     }
 
     _supports_multi_output = True
-    _device_attributes = ("posterior_",)
 
     def __init__(
         self,
@@ -98,6 +157,9 @@ class TAGIRegressor(PartialFitMixin, BaseBayesianRegressor):
         gain_w=0.25,
         gain_b=0.01,
         shuffle=True,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
         device="cpu",
         random_state=None,
         verbose=0,
@@ -110,44 +172,53 @@ class TAGIRegressor(PartialFitMixin, BaseBayesianRegressor):
         self.gain_w = gain_w
         self.gain_b = gain_b
         self.shuffle = shuffle
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
 
-    def _hidden_sizes(self):
-        sizes = list(np.atleast_1d(self.hidden_layer_sizes))
-        if not sizes or any(
-            isinstance(h, (bool, np.bool_)) or not isinstance(h, (Integral, np.integer)) or h < 1
-            for h in sizes
-        ):
-            raise ValueError(
-                "hidden_layer_sizes must be a non-empty sequence of positive integers, "
-                f"got {self.hidden_layer_sizes!r}."
-            )
-        return [int(h) for h in sizes]
-
-    def _init_online(self, n_features, n_outputs, xp, rng):
-        sizes = [n_features, *self._hidden_sizes(), n_outputs]
-        self.posterior_ = tagi.init_posterior(
-            sizes, activation=self.activation, gain_w=self.gain_w, gain_b=self.gain_b, rng=rng, xp=xp
-        )
-        self.n_skipped_ = 0
-        self.n_iter_ = 0
-
-    def _run_epoch(self, X, Y, order, xp):
-        self.n_skipped_ += tagi.run_epoch(
-            self.posterior_, X, Y, self.sigma_v**2, batch_size=self.batch_size, order=xp.asarray(order)
-        )
-
     def _fit_scaled(self, X, Y, xp, rng):
         self._init_online(X.shape[1], Y.shape[1], xp, rng)
+        self.validation_scores_ = []
+        if self.early_stopping:
+            perm = rng.permutation(X.shape[0])
+            n_val = max(1, int(round(self.validation_fraction * X.shape[0])))
+            if n_val >= X.shape[0]:
+                raise ValueError(
+                    f"validation_fraction={self.validation_fraction} leaves no training rows "
+                    f"out of {X.shape[0]}."
+                )
+            val, train = xp.asarray(perm[:n_val]), xp.asarray(perm[n_val:])
+            X_val, Y_val, X, Y = X[val], Y[val], X[train], Y[train]
+            # Validation LL in original units: the Jacobian of the target scaling.
+            log_scale = float(np.sum(np.log(self.y_scaler_.scale_)))
+            best_score, best = -np.inf, None
         n = X.shape[0]
         for epoch in range(self.max_epochs):
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             self._run_epoch(X, Y, order, xp)
             self.n_iter_ = epoch + 1
-            self._log(f"epoch {epoch + 1}/{self.max_epochs}", level=2)
-        self._log(f"trained {self.n_iter_} epochs; {self.n_skipped_} parameter updates skipped by the variance guard")
+            if not self.early_stopping:
+                self._log(f"epoch {epoch + 1}/{self.max_epochs}", level=2)
+                continue
+            score = tagi.mean_log_likelihood(self.posterior_, X_val, Y_val, self.sigma_v**2)
+            score -= log_scale
+            self.validation_scores_.append(score)
+            self._log(f"epoch {epoch + 1}: validation log-likelihood {score:.4f}", level=2)
+            if score > best_score:
+                # Updates rebind the posterior's arrays rather than writing into
+                # them, so a shallow copy is a snapshot.
+                best_score, best, self.best_epoch_ = score, self.posterior_.to_namespace(xp), epoch + 1
+            elif epoch + 1 - self.best_epoch_ >= self.n_iter_no_change:
+                break
+        if self.early_stopping:
+            self.posterior_ = best
+        else:
+            self.best_epoch_ = self.n_iter_
+        self._log(f"trained {self.n_iter_} epochs (kept {self.best_epoch_}); "
+                  f"{self.n_skipped_} parameter updates skipped by the variance guard")
 
     def _partial_fit_scaled(self, X, Y, xp, rng):
         # One pass over the batch in the given order, as one epoch of fit with
@@ -157,3 +228,112 @@ class TAGIRegressor(PartialFitMixin, BaseBayesianRegressor):
     def _predict_moments_scaled(self, X, xp):
         z_mean, z_var, _ = tagi.forward(self.posterior_, X)
         return z_mean, z_var, xp.full(z_mean.shape, float(self.sigma_v) ** 2)
+
+
+class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
+    """Bayesian MLP classification by TAGI with a hierarchical binary-tree output.
+
+    Each of the K classes is a leaf of a binary tree of depth ``ceil(log2 K)``;
+    the network has one output per internal node (K - 1 for a full tree, 11 for
+    K = 10), trained with targets +-1 on the observed class's path only, and the
+    class probability is the product of probit terms along the path, integrated
+    over the Gaussian outputs (tagi.md §8, Eq. 24) and renormalised over the K
+    classes.
+
+    Parameters
+    ----------
+    hidden_layer_sizes : tuple of int, default=(100, 100)
+    activation : {"relu", "leaky_relu", "tanh", "sigmoid", "softplus"}, default="relu"
+    sigma_v : float > 0, default=0.3
+        Observation noise of the +-1 node targets (the paper's MNIST grid was
+        0.1–0.4).
+    alpha : float > 0, default=1/3
+        Scale of the probit link ``Phi(y / alpha)``.
+    batch_size : int, default=10
+    max_epochs : int, default=40
+    gain_w : float > 0, default=1.0
+        Prior weight variance ``gain_w / n_in`` (1 in the paper's MNIST runs).
+    gain_b : float > 0, default=0.01
+    shuffle : bool, default=True
+    device : {"cpu", "cuda", "auto"}, default="cpu"
+    random_state : int, RandomState instance or None, default=None
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    tree_ : ClassTree
+        The class encoding.
+    posterior_ : GaussianMLPPosterior
+    n_iter_ : int
+    n_skipped_ : int
+    n_features_in_, x_scaler_, device_
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from skbayesnn import TAGIClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = TAGIClassifier(hidden_layer_sizes=(20,), max_epochs=20, random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 3)
+    """
+
+    _parameter_constraints: dict = {
+        **BaseBayesianClassifier._parameter_constraints,
+        **_TAGI_CONSTRAINTS,
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        hidden_layer_sizes=(100, 100),
+        activation="relu",
+        *,
+        sigma_v=0.3,
+        alpha=1.0 / 3.0,
+        batch_size=10,
+        max_epochs=40,
+        gain_w=1.0,
+        gain_b=0.01,
+        shuffle=True,
+        device="cpu",
+        random_state=None,
+        verbose=0,
+    ):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.sigma_v = sigma_v
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.gain_w = gain_w
+        self.gain_b = gain_b
+        self.shuffle = shuffle
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _init_online(self, n_features, n_classes, xp, rng):
+        self.tree_ = tagi.ClassTree.build(n_classes)
+        super()._init_online(n_features, self.tree_.n_nodes, xp, rng)
+
+    def _fit_scaled(self, X, y_index, xp, rng):
+        self._init_online(X.shape[1], len(self.classes_), xp, rng)
+        Y, mask = self.tree_.targets(y_index, xp)
+        n = X.shape[0]
+        for epoch in range(self.max_epochs):
+            order = rng.permutation(n) if self.shuffle else np.arange(n)
+            self._run_epoch(X, Y, order, xp, obs_mask=mask)
+            self.n_iter_ = epoch + 1
+        self._log(f"trained {self.n_iter_} epochs; {self.n_skipped_} updates skipped")
+
+    def _partial_fit_scaled(self, X, y_index, xp, rng):
+        Y, mask = self.tree_.targets(y_index, xp)
+        self._run_epoch(X, Y, np.arange(X.shape[0]), xp, obs_mask=mask)
+
+    def _predict_proba_scaled(self, X, xp):
+        z_mean, z_var, _ = tagi.forward(self.posterior_, X)
+        # Eq. 24 with the predictive variance including sigma_v^2, as the
+        # reference code does.
+        return self.tree_.proba(z_mean, z_var + float(self.sigma_v) ** 2, self.alpha)

@@ -170,3 +170,50 @@ def test_variance_guard_skips_over_counted_batch_updates(rng):
     assert rmse < 0.5 * y.std()
     for arr in reg.posterior_.weight_vars + reg.posterior_.bias_vars:
         assert np.all(arr > 0)
+
+
+def test_early_stopping_keeps_the_best_epoch(rng):
+    # Few rows and a small sigma_v over-fit after some epochs (tagi.md §6).
+    X = rng.uniform(-2, 2, size=(80, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=80)
+    kw = dict(hidden_layer_sizes=(50,), sigma_v=0.05, early_stopping=True, validation_fraction=0.25,
+              n_iter_no_change=100, random_state=1)
+    a = TAGIRegressor(max_epochs=60, **kw).fit(X, y)
+    assert len(a.validation_scores_) == a.n_iter_ == 60
+    assert a.best_epoch_ == int(np.argmax(a.validation_scores_)) + 1 < 60
+    # Training only up to the best epoch reproduces the kept posterior exactly: the
+    # split and the shuffles come from the same random stream.
+    b = TAGIRegressor(max_epochs=a.best_epoch_, **kw).fit(X, y)
+    np.testing.assert_array_equal(a.validation_scores_[: a.best_epoch_], b.validation_scores_)
+    for u, v in zip(a.posterior_.weight_means + a.posterior_.weight_vars,
+                    b.posterior_.weight_means + b.posterior_.weight_vars):
+        np.testing.assert_array_equal(u, v)
+    # Patience stops the run once the best epoch is n_iter_no_change epochs old.
+    c = TAGIRegressor(max_epochs=60, **{**kw, "n_iter_no_change": 3}).fit(X, y)
+    assert c.n_iter_ == min(60, c.best_epoch_ + 3)
+
+
+def test_validation_scores_are_the_held_out_log_likelihood(rng):
+    # The reported score is the mean Gaussian log predictive density of the held-out
+    # rows in original units: check it against metrics.nlpd on the kept model.
+    from skbayesnn.metrics import nlpd
+
+    X = rng.normal(size=(60, 2))
+    y = 100 * (X[:, 0] + 0.5 * rng.normal(size=60))
+    reg = TAGIRegressor(hidden_layer_sizes=(10,), max_epochs=5, early_stopping=True,
+                        validation_fraction=0.2, random_state=0).fit(X, y)
+    # Recover the held-out rows the way fit drew them.
+    gen = reg._make_rng()
+    sizes = [2, 10, 1]
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        gen.normal(size=(n_out, n_in)), gen.normal(size=n_out)
+    val = gen.permutation(60)[:12]
+    best = reg.validation_scores_[reg.best_epoch_ - 1]
+    assert best == pytest.approx(-nlpd(y[val], reg.predict_dist(X[val])), rel=1e-10)
+
+
+def test_early_stopping_needs_training_rows():
+    with pytest.raises(ValueError, match="validation_fraction"):
+        TAGIRegressor(early_stopping=True, validation_fraction=0.99).fit(
+            np.arange(5.0)[:, None], np.arange(5.0)
+        )

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._backend import array_namespace
+from .._backend import array_namespace, special
 from ..core.activations import linearized_moments
+from ..core.gaussian import product_normalizer_log
 from ..core.linear import linear_moments
 from ..core.posterior import GaussianMLPPosterior
 
@@ -223,3 +224,69 @@ def run_epoch(posterior, X, Y, noise_var, *, batch_size, order, obs_mask=None, m
             posterior, X[idx], Y[idx], noise_var, obs_mask=mask, min_var_ratio=min_var_ratio
         )
     return n_skipped
+
+
+def mean_log_likelihood(posterior, X, Y, noise_var):
+    """Mean over rows of ``sum_k log N(y_k; mu_k, s_k + noise_var)`` (the predictive LL)."""
+    xp = array_namespace(X)
+    z_mean, z_var, _ = forward(posterior, X)
+    return float(xp.mean(xp.sum(product_normalizer_log(Y, 0.0, z_mean, z_var + noise_var), axis=1)))
+
+
+# ---------------------------------------------------------------- classification
+@dataclass
+class ClassTree:
+    """Hierarchical binary-tree encoding of ``n_classes`` labels (tagi.md §8).
+
+    Class ``c`` is the bit string of ``c`` with ``depth = ceil(log2 K)`` bits,
+    most significant first.  Every distinct proper prefix of the K codes is an
+    output node (K = 10 gives 11 nodes; a full tree K - 1).  ``nodes[c, h]`` is the
+    output unit at level ``h`` on class ``c``'s path and ``signs[c, h]`` is +1 when
+    the path goes to the 0-branch there and -1 for the 1-branch (the training
+    target of that node).
+    """
+
+    n_classes: int
+    n_nodes: int
+    nodes: object  # (K, depth) int
+    signs: object  # (K, depth) float, +-1
+
+    @classmethod
+    def build(cls, n_classes):
+        import numpy as np
+
+        depth = max(1, int(np.ceil(np.log2(n_classes))))
+        codes = [[(c >> (depth - 1 - h)) & 1 for h in range(depth)] for c in range(n_classes)]
+        index = {}  # proper prefix -> node id, in breadth-first order
+        for h in range(depth):
+            for code in codes:
+                index.setdefault(tuple(code[:h]), len(index))
+        nodes = np.array([[index[tuple(code[:h])] for h in range(depth)] for code in codes])
+        signs = 1.0 - 2.0 * np.array(codes, dtype=float)
+        return cls(n_classes, len(index), nodes, signs)
+
+    def targets(self, y_index, xp):
+        """Targets ``(n, n_nodes)`` (+-1 on each row's path, 0 elsewhere) and the
+        boolean mask of observed nodes."""
+        import numpy as np
+
+        n = len(y_index)
+        Y = np.zeros((n, self.n_nodes))
+        mask = np.zeros((n, self.n_nodes), dtype=bool)
+        rows = np.repeat(np.arange(n), self.nodes.shape[1])
+        cols = self.nodes[y_index].ravel()
+        Y[rows, cols] = self.signs[y_index].ravel()
+        mask[rows, cols] = True
+        return xp.asarray(Y), xp.asarray(mask)
+
+    def proba(self, mean, var, alpha):
+        """Class probabilities from Gaussian node outputs (Eq. 24), renormalised
+        over the K classes (the unused leaves of a non-full tree carry mass)."""
+        xp = array_namespace(mean, var)
+        nodes = xp.asarray(self.nodes)
+        signs = xp.asarray(self.signs)
+        z = signs * mean[:, nodes] / xp.sqrt(alpha * alpha + var[:, nodes])  # (n, K, depth)
+        log_p = xp.sum(special(xp).log_ndtr(z), axis=-1)
+        log_p = log_p - xp.max(log_p, axis=1, keepdims=True)
+        p = xp.exp(log_p)
+        return p / xp.sum(p, axis=1, keepdims=True)

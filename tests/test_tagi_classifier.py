@@ -1,0 +1,87 @@
+"""TAGIClassifier and the hierarchical binary-tree class encoding (tagi.md §8)."""
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+from sklearn.datasets import load_iris
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skbayesnn import TAGIClassifier
+from skbayesnn.inference.tagi import ClassTree
+
+
+@parametrize_with_checks(
+    [TAGIClassifier(hidden_layer_sizes=(20,), max_epochs=10, random_state=0)]
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("K, n_nodes", [(2, 1), (3, 3), (4, 3), (8, 7), (10, 11), (16, 15), (17, 20)])
+def test_tree_has_one_node_per_distinct_proper_prefix(K, n_nodes):
+    tree = ClassTree.build(K)
+    depth = tree.nodes.shape[1]
+    prefixes = {format(c, f"0{depth}b")[:h] for c in range(K) for h in range(depth)}
+    assert tree.n_nodes == n_nodes == len(prefixes)
+    # Every class has a distinct path (node, sign) sequence, and the root is shared.
+    paths = {tuple(zip(tree.nodes[c], tree.signs[c])) for c in range(K)}
+    assert len(paths) == K and np.all(tree.nodes[:, 0] == 0)
+
+
+def test_targets_mark_exactly_the_path():
+    tree = ClassTree.build(10)
+    y = np.array([0, 3, 9, 9])
+    Y, mask = tree.targets(y, np)
+    assert np.all(mask.sum(axis=1) == 4)
+    for row, c in enumerate(y):
+        np.testing.assert_array_equal(np.flatnonzero(mask[row]), np.sort(tree.nodes[c]))
+        np.testing.assert_array_equal(Y[row, tree.nodes[c]], tree.signs[c])
+        assert np.all(Y[row, ~mask[row]] == 0)
+
+
+def test_proba_is_the_probit_integral_and_a_distribution(rng):
+    # One node: p(class 0) = E[Phi(y / alpha)], y ~ N(m, v) = Phi(m / sqrt(alpha^2 + v)).
+    tree = ClassTree.build(2)
+    m, v, alpha = 0.4, 0.5, 1 / 3
+    p = tree.proba(np.array([[m]]), np.array([[v]]), alpha)
+    z = np.random.default_rng(0).standard_normal(400_000)
+    mc = norm.cdf((m + np.sqrt(v) * z) / alpha)
+    assert abs(p[0, 0] - mc.mean()) < 5 * mc.std() / np.sqrt(z.size)
+    np.testing.assert_allclose(p[0, 0], norm.cdf(m / np.sqrt(alpha**2 + v)), rtol=1e-12)
+    # Full tree: the path products already sum to one (Phi(z) + Phi(-z) = 1 at
+    # every node), so renormalisation changes nothing; for K = 10 it is needed.
+    for K in (8, 10):
+        tree = ClassTree.build(K)
+        mean, var = rng.normal(size=(6, tree.n_nodes)), rng.uniform(0, 2, size=(6, tree.n_nodes))
+        p = tree.proba(mean, var, alpha)
+        np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-13)
+        raw = np.prod(norm.cdf(tree.signs * mean[:, tree.nodes]
+                               / np.sqrt(alpha**2 + var[:, tree.nodes])), axis=-1)
+        np.testing.assert_allclose(p, raw / raw.sum(axis=1, keepdims=True), rtol=1e-10)
+        if K == 8:
+            np.testing.assert_allclose(raw.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_confident_outputs_decode_the_class():
+    tree = ClassTree.build(10)
+    Y, _ = tree.targets(np.arange(10), np)
+    p = tree.proba(5 * Y, np.zeros_like(Y), 1 / 3)
+    np.testing.assert_array_equal(p.argmax(axis=1), np.arange(10))
+
+
+def test_learns_iris_with_string_labels_and_streams():
+    X, y = load_iris(return_X_y=True)
+    labels = np.array(["setosa", "versicolor", "virginica"])[y]
+    clf = TAGIClassifier(hidden_layer_sizes=(30,), max_epochs=30, random_state=0).fit(X, labels)
+    assert list(clf.classes_) == list(labels[[0, 50, 100]])
+    assert np.mean(clf.predict(X) == labels) > 0.95
+    dist = clf.predict_dist(X)
+    np.testing.assert_allclose(dist.proba.sum(axis=1), 1.0)
+    # partial_fit over the data once equals one epoch of fit without shuffling.
+    one = TAGIClassifier(hidden_layer_sizes=(30,), max_epochs=1, shuffle=False, random_state=0)
+    online = TAGIClassifier(hidden_layer_sizes=(30,), random_state=0)
+    one.fit(X, labels)
+    online.partial_fit(X, labels, classes=np.unique(labels))
+    np.testing.assert_array_equal(one.predict_proba(X), online.predict_proba(X))
+    with pytest.raises(ValueError, match="classes must be passed"):
+        TAGIClassifier().partial_fit(X, labels)
