@@ -1,4 +1,4 @@
-"""TAGIRegressor: tractable approximate Gaussian inference for MLP regression."""
+"""TAGI estimators: tractable approximate Gaussian inference for MLPs (regression and classification)."""
 
 from __future__ import annotations
 
