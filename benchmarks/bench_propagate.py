@@ -57,7 +57,9 @@ def main():
 
     base = rows[0][1]
     print(f"{args.n} inputs, 10-{args.width}-{args.width}-1 ReLU, posterior variance {args.var:g}")
-    print(f"{'method':<24}{'seconds':>10}{'x linearize':>13}{'|mean err|/sd':>15}{'|sd err|/sd':>13}")
+    print(
+        f"{'method':<24}{'seconds':>10}{'x linearize':>13}{'|mean err|/sd':>15}{'|sd err|/sd':>13}"
+    )
     for name, seconds, em, es in rows:
         print(f"{name:<24}{seconds:>10.4f}{seconds / base:>13.1f}{em:>15.4f}{es:>13.4f}")
 

@@ -43,8 +43,12 @@ def run_split(name, split, data_home, cv):
     d = load_uci(name, split, data_home=data_home)
     start = time.perf_counter()
     search = GridSearchCV(
-        TAGIRegressor(hidden_layer_sizes=(d.n_hidden,), max_epochs=d.n_epochs, batch_size=10,
-                      random_state=split),
+        TAGIRegressor(
+            hidden_layer_sizes=(d.n_hidden,),
+            max_epochs=d.n_epochs,
+            batch_size=10,
+            random_state=split,
+        ),
         {"sigma_v": SIGMA_V_GRID},
         scoring=neg_nlpd_scorer,
         cv=cv,
@@ -66,7 +70,8 @@ def main():
     parser.add_argument("--n-jobs", type=int, default=2)
     args = parser.parse_args()
     names = args.datasets or available_uci_datasets(args.data_home)
-    print(f"{'dataset':<16}{'RMSE':>16}{'paper':>16}{'LL':>16}{'paper':>16}{'sigma_v':>9}{'s/split':>9}")
+    head = ["RMSE", "paper", "LL", "paper"]
+    print(f"{'dataset':<16}" + "".join(f"{h:>16}" for h in head) + f"{'sigma_v':>9}{'s/split':>9}")
     for name in names:
         n = uci_n_splits(name, data_home=args.data_home)
         n = min(n, args.splits) if args.splits else n
@@ -76,9 +81,10 @@ def main():
         r = np.array(res, dtype=float)
         se = r.std(axis=0, ddof=1) / np.sqrt(len(r))
         p = PAPER[name]
+        p_se = (p[1] / np.sqrt(20), p[3] / np.sqrt(20))
         print(
-            f"{name[:15]:<16}{r[:, 0].mean():>9.3f}±{se[0]:<6.3f}{p[0]:>9.2f}±{p[1] / np.sqrt(20):<6.3f}"
-            f"{r[:, 1].mean():>9.3f}±{se[1]:<6.3f}{p[2]:>9.2f}±{p[3] / np.sqrt(20):<6.3f}"
+            f"{name[:15]:<16}{r[:, 0].mean():>9.3f}±{se[0]:<6.3f}{p[0]:>9.2f}±{p_se[0]:<6.3f}"
+            f"{r[:, 1].mean():>9.3f}±{se[1]:<6.3f}{p[2]:>9.2f}±{p_se[1]:<6.3f}"
             f"{np.median(r[:, 2]):>9.2f}{r[:, 3].mean():>9.1f}",
             flush=True,
         )

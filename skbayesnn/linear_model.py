@@ -119,7 +119,9 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
 
     def _update_posterior(self, stats):
         """Compute the posterior from ``stats``; state changes only on success."""
-        fixed = [None if p == "auto" else float(p) for p in (self.prior_precision, self.noise_precision)]
+        fixed = [
+            None if p == "auto" else float(p) for p in (self.prior_precision, self.noise_precision)
+        ]
         if stats.n < 2 and fixed[1] is None:
             raise ValueError(
                 "noise_precision='auto' needs at least 2 samples to estimate the noise; "

@@ -1,4 +1,4 @@
-"""TAGI estimators: tractable approximate Gaussian inference for MLPs (regression and classification)."""
+"""TAGI estimators: approximate Gaussian inference for MLP regression and classification."""
 
 from __future__ import annotations
 
@@ -44,7 +44,12 @@ class _TAGIMixin:
     def _init_online(self, n_features, n_outputs, xp, rng):
         sizes = [n_features, *self._hidden_sizes(), n_outputs]
         self.posterior_ = tagi.init_posterior(
-            sizes, activation=self.activation, gain_w=self.gain_w, gain_b=self.gain_b, rng=rng, xp=xp
+            sizes,
+            activation=self.activation,
+            gain_w=self.gain_w,
+            gain_b=self.gain_b,
+            rng=rng,
+            xp=xp,
         )
         self.n_skipped_ = 0
         self.n_iter_ = 0
@@ -210,15 +215,21 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
             if score > best_score:
                 # Updates rebind the posterior's arrays rather than writing into
                 # them, so a shallow copy is a snapshot.
-                best_score, best, self.best_epoch_ = score, self.posterior_.to_namespace(xp), epoch + 1
+                best_score, best, self.best_epoch_ = (
+                    score,
+                    self.posterior_.to_namespace(xp),
+                    epoch + 1,
+                )
             elif epoch + 1 - self.best_epoch_ >= self.n_iter_no_change:
                 break
         if self.early_stopping:
             self.posterior_ = best
         else:
             self.best_epoch_ = self.n_iter_
-        self._log(f"trained {self.n_iter_} epochs (kept {self.best_epoch_}); "
-                  f"{self.n_skipped_} parameter updates skipped by the variance guard")
+        self._log(
+            f"trained {self.n_iter_} epochs (kept {self.best_epoch_}); "
+            f"{self.n_skipped_} parameter updates skipped by the variance guard"
+        )
 
     def _partial_fit_scaled(self, X, Y, xp, rng):
         # One pass over the batch in the given order, as one epoch of fit with

@@ -60,7 +60,11 @@ def test_grid_search_with_nlpd_picks_the_better_setting(rng):
         ([[1.0, 2.0], [2.0, 3.0]], [1.0, 2.0, 3.0], "inconsistent numbers of samples"),
         ([[1.0, 2.0]], [1.0], "minimum of 2 is required"),
         ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], "Expected 2D array"),
-        ([[1.0, 2.0], [2.0, 3.0], [0, 1]], [[1.0, 2.0], [2.0, 3.0], [3, 4]], "y should be a 1d array"),
+        (
+            [[1.0, 2.0], [2.0, 3.0], [0, 1]],
+            [[1.0, 2.0], [2.0, 3.0], [3, 4]],
+            "y should be a 1d array",
+        ),
         ([["a", "b"], ["c", "d"]], [1.0, 2.0], "could not convert|numeric"),
     ],
 )

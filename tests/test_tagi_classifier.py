@@ -10,14 +10,14 @@ from skbayesnn import TAGIClassifier
 from skbayesnn.inference.tagi import ClassTree
 
 
-@parametrize_with_checks(
-    [TAGIClassifier(hidden_layer_sizes=(20,), max_epochs=10, random_state=0)]
-)
+@parametrize_with_checks([TAGIClassifier(hidden_layer_sizes=(20,), max_epochs=10, random_state=0)])
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
 
 
-@pytest.mark.parametrize("K, n_nodes", [(2, 1), (3, 3), (4, 3), (8, 7), (10, 11), (16, 15), (17, 20)])
+@pytest.mark.parametrize(
+    "K, n_nodes", [(2, 1), (3, 3), (4, 3), (8, 7), (10, 11), (16, 15), (17, 20)]
+)
 def test_tree_has_one_node_per_distinct_proper_prefix(K, n_nodes):
     tree = ClassTree.build(K)
     depth = tree.nodes.shape[1]
@@ -55,8 +55,10 @@ def test_proba_is_the_probit_integral_and_a_distribution(rng):
         mean, var = rng.normal(size=(6, tree.n_nodes)), rng.uniform(0, 2, size=(6, tree.n_nodes))
         p = tree.proba(mean, var, alpha)
         np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-13)
-        raw = np.prod(norm.cdf(tree.signs * mean[:, tree.nodes]
-                               / np.sqrt(alpha**2 + var[:, tree.nodes])), axis=-1)
+        raw = np.prod(
+            norm.cdf(tree.signs * mean[:, tree.nodes] / np.sqrt(alpha**2 + var[:, tree.nodes])),
+            axis=-1,
+        )
         np.testing.assert_allclose(p, raw / raw.sum(axis=1, keepdims=True), rtol=1e-10)
         if K == 8:
             np.testing.assert_allclose(raw.sum(axis=1), 1.0, rtol=1e-12)

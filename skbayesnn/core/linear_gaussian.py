@@ -131,7 +131,9 @@ def log_evidence_grad(stats, prior_precision, noise_precision, *, spec=None):
     r2 = rr * rr
     inv = 1.0 / (lam + alpha * e)
     d = e.shape[0]
-    d_lam = 0.5 * d / lam - 0.5 * float(xp.sum(inv)) - 0.5 * alpha**2 * float(xp.sum(r2 * inv * inv))
+    d_lam = (
+        0.5 * d / lam - 0.5 * float(xp.sum(inv)) - 0.5 * alpha**2 * float(xp.sum(r2 * inv * inv))
+    )
     d_alpha = (
         0.5 * n_eff / alpha
         - 0.5 * float(xp.sum(e * inv))

@@ -26,9 +26,7 @@ def test_linear_moments_match_monte_carlo(rng, input_var, mean_scale, weight_var
     bm, bv = rng.normal(size=3) * mean_scale, weight_var * rng.uniform(0.0, 1.0, size=3)
     a_mean = rng.normal(size=4) * mean_scale
     a_var = np.full(4, input_var)
-    mean, var = linear_moments(
-        a_mean[None], a_var[None] if input_var else None, wm, wv, bm, bv
-    )
+    mean, var = linear_moments(a_mean[None], a_var[None] if input_var else None, wm, wv, bm, bv)
     samples = _mc_layer(rng, a_mean, a_var, wm, wv, bm, bv)
     mc_mean, mc_var, se_m, se_v = mc_moments(samples)
     assert_mc_close(mean[0], mc_mean, se_m, what="mean")
@@ -59,8 +57,14 @@ def test_linear_moments_closed_form_and_extremes():
 
 def test_linear_moments_strict_namespace(strict_xp, rng):
     xp, asarray = strict_xp
-    args = [rng.normal(size=(5, 4)), rng.uniform(size=(5, 4)), rng.normal(size=(3, 4)),
-            rng.uniform(size=(3, 4)), rng.normal(size=3), rng.uniform(size=3)]
+    args = [
+        rng.normal(size=(5, 4)),
+        rng.uniform(size=(5, 4)),
+        rng.normal(size=(3, 4)),
+        rng.uniform(size=(3, 4)),
+        rng.normal(size=3),
+        rng.uniform(size=3),
+    ]
     m_ref, v_ref = linear_moments(*args)
     m, v = linear_moments(*[asarray(a) for a in args])
     assert type(m).__name__ == "StrictArray" and type(v).__name__ == "StrictArray"

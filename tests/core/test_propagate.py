@@ -179,8 +179,11 @@ def test_posterior_validates_shapes():
         GaussianMLPPosterior(w, w, [np.zeros(4), np.zeros(1)], [np.zeros(4), np.zeros(1)])
     with pytest.raises(ValueError, match="hidden layers"):
         GaussianMLPPosterior.from_sizes([2, 3, 1]).__class__(
-            [np.zeros((3, 2)), np.zeros((1, 3))], [np.zeros((3, 2)), np.zeros((1, 3))],
-            [np.zeros(3), np.zeros(1)], [np.zeros(3), np.zeros(1)], activation=["relu", "tanh"],
+            [np.zeros((3, 2)), np.zeros((1, 3))],
+            [np.zeros((3, 2)), np.zeros((1, 3))],
+            [np.zeros(3), np.zeros(1)],
+            [np.zeros(3), np.zeros(1)],
+            activation=["relu", "tanh"],
         )
 
 
