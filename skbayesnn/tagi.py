@@ -54,6 +54,13 @@ class _TAGIMixin:
         self.n_skipped_ = 0
         self.n_iter_ = 0
 
+    def _epochs(self, n, rng):
+        """Yield ``(epoch, order)`` for ``max_epochs`` passes, recording ``n_iter_``."""
+        for epoch in range(self.max_epochs):
+            order = rng.permutation(n) if self.shuffle else np.arange(n)
+            self.n_iter_ = epoch + 1
+            yield epoch, order
+
     def _run_epoch(self, X, Y, order, xp, obs_mask=None):
         self.n_skipped_ += tagi.run_epoch(
             self.posterior_,
@@ -200,11 +207,8 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
             # Validation LL in original units: the Jacobian of the target scaling.
             log_scale = float(np.sum(np.log(self.y_scaler_.scale_)))
             best_score, best = -np.inf, None
-        n = X.shape[0]
-        for epoch in range(self.max_epochs):
-            order = rng.permutation(n) if self.shuffle else np.arange(n)
+        for epoch, order in self._epochs(X.shape[0], rng):
             self._run_epoch(X, Y, order, xp)
-            self.n_iter_ = epoch + 1
             if not self.early_stopping:
                 self._log(f"epoch {epoch + 1}/{self.max_epochs}", level=2)
                 continue
@@ -332,11 +336,8 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     def _fit_scaled(self, X, y_index, xp, rng):
         self._init_online(X.shape[1], len(self.classes_), xp, rng)
         Y, mask = self.tree_.targets(y_index, xp)
-        n = X.shape[0]
-        for epoch in range(self.max_epochs):
-            order = rng.permutation(n) if self.shuffle else np.arange(n)
+        for _, order in self._epochs(X.shape[0], rng):
             self._run_epoch(X, Y, order, xp, obs_mask=mask)
-            self.n_iter_ = epoch + 1
         self._log(f"trained {self.n_iter_} epochs; {self.n_skipped_} updates skipped")
 
     def _partial_fit_scaled(self, X, y_index, xp, rng):
