@@ -106,15 +106,13 @@ class GaussianMLPPosterior:
         return list(self._hidden)
 
     # ------------------------------------------------------------ conversion
-    def _replace(self, f, g=None):
-        """Copy with ``f`` applied to every mean array and ``g`` (default ``f``) to
-        every variance array."""
-        g = f if g is None else g
+    def _replace(self, f):
+        """Copy with ``f`` applied to every array."""
         return GaussianMLPPosterior(
             [f(w) for w in self.weight_means],
-            [g(w) for w in self.weight_vars],
+            [f(w) for w in self.weight_vars],
             [f(b) for b in self.bias_means],
-            [g(b) for b in self.bias_vars],
+            [f(b) for b in self.bias_vars],
             activation=list(self._hidden) if self._hidden else self.activation,
             negative_slope=self.negative_slope,
         )
@@ -123,10 +121,6 @@ class GaussianMLPPosterior:
         """Return a copy whose arrays live in namespace ``xp`` (NumPy or CuPy);
         ``to_namespace(numpy)`` copies them to the host."""
         return self._replace(lambda a: to_device(a, xp))
-
-    def scale_variances(self, factor):
-        """Return a copy with every weight and bias variance multiplied by ``factor``."""
-        return self._replace(lambda a: a, lambda v: v * factor)
 
     @classmethod
     def from_sizes(
