@@ -241,7 +241,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
 
     def _predict_moments_scaled(self, X, xp):
-        z_mean, z_var, _ = tagi.forward(self.posterior_, X)
+        z_mean, z_var = tagi.forward(self.posterior_, X)
         return z_mean, z_var, xp.full(z_mean.shape, float(self.sigma_v) ** 2)
 
 
@@ -345,7 +345,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp, obs_mask=mask)
 
     def _predict_proba_scaled(self, X, xp):
-        z_mean, z_var, _ = tagi.forward(self.posterior_, X)
+        z_mean, z_var = tagi.forward(self.posterior_, X)
         # Eq. 24 with the predictive variance including sigma_v^2, as the
         # reference code does.
         return self.tree_.proba(z_mean, z_var + float(self.sigma_v) ** 2, self.alpha)

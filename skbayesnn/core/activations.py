@@ -153,11 +153,15 @@ def activation_value(name, x, *, negative_slope=0.01):
     """
     check_activation(name)
     xp = array_namespace(x)
-    x = _as_float(xp, x)
+    slope = _check_slope(negative_slope) if name == "leaky_relu" else 0.0
+    return _value(xp, name, _as_float(xp, x), slope)
+
+
+def _value(xp, name, x, slope):
+    """``g(x)`` for a checked ``name``/``slope`` and a float64 array ``x``."""
     if name == "relu":
         return xp.maximum(x, 0.0)
     if name == "leaky_relu":
-        slope = _check_slope(negative_slope)
         return xp.where(x > 0, x, slope * x)
     if name == "tanh":
         return xp.tanh(x)
@@ -195,11 +199,15 @@ def activation_derivative(name, x, *, negative_slope=0.01):
     """
     check_activation(name)
     xp = array_namespace(x)
-    x = _as_float(xp, x)
+    slope = _check_slope(negative_slope) if name == "leaky_relu" else 0.0
+    return _derivative(xp, name, _as_float(xp, x), slope)
+
+
+def _derivative(xp, name, x, slope):
+    """``g'(x)`` for a checked ``name``/``slope`` and a float64 array ``x``."""
     if name == "relu":
-        return xp.where(x > 0, 1.0, 0.0)
+        return (x > 0).astype(x.dtype)
     if name == "leaky_relu":
-        slope = _check_slope(negative_slope)
         return xp.where(x > 0, 1.0, slope)
     if name == "identity":
         return xp.ones_like(x)
@@ -236,10 +244,25 @@ def linearized_moments(name, mean, var, *, negative_slope=0.01):
         ``g'(mean)``.
     """
     check_activation(name)
+    slope = _check_slope(negative_slope) if name == "leaky_relu" else 0.0
     xp, mean, var = _mean_var(mean, var)
-    mean_out = activation_value(name, mean, negative_slope=negative_slope)
-    jac = activation_derivative(name, mean, negative_slope=negative_slope)
-    return mean_out, jac * jac * var, jac
+    return linearize_unchecked(xp, name, mean, var, slope)
+
+
+def linearize_unchecked(xp, name, mean, var, slope):
+    """:func:`linearized_moments` without argument checks, for inner loops.
+
+    ``name`` and ``slope`` must be valid and ``mean``, ``var`` float64 arrays of
+    one shape with ``var >= 0`` (TAGI's training step calls this once per layer
+    and batch, where the checks cost as much as the arithmetic).
+    """
+    jac = _derivative(xp, name, mean, slope)
+    return _value(xp, name, mean, slope), jacobian_squared(name, jac) * var, jac
+
+
+def jacobian_squared(name, jac):
+    """``jac ** 2``; the 0/1 ReLU Jacobian is its own square (saves an array op)."""
+    return jac if name == "relu" else jac * jac
 
 
 # ---------------------------------------------------------------------------

@@ -7,10 +7,8 @@ predictive (analytic_predictive.md §2.4, Eq. 37, "diagonal" variant).
 
 from __future__ import annotations
 
-from .._backend import array_namespace
 
-
-def linear_moments(a_mean, a_var, w_mean, w_var, b_mean=None, b_var=None):
+def linear_moments(a_mean, a_var, w_mean, w_var, b_mean=None, b_var=None, *, a_mean_sq=None):
     """Mean and variance of ``h = W a + b`` for a batch of inputs.
 
     ``W`` has independent entries ``W_ki ~ N(w_mean[k, i], w_var[k, i])``, the bias
@@ -38,21 +36,24 @@ def linear_moments(a_mean, a_var, w_mean, w_var, b_mean=None, b_var=None):
         Weight means and variances (variances >= 0).
     b_mean, b_var : arrays of shape (n_out,) or None
         Bias mean and variance; None means no bias (or a deterministic zero one).
+    a_mean_sq : array like ``a_mean``, optional
+        ``a_mean ** 2`` when the caller already has it (TAGI reuses it in its
+        backward pass).
 
     Returns
     -------
     h_mean, h_var : arrays of shape (..., n_out)
         The variance is a sum of non-negative terms, so it is never negative.
     """
-    xp = array_namespace(a_mean, w_mean)
     h_mean = a_mean @ w_mean.T
-    h_var = (a_mean * a_mean) @ w_var.T
+    if a_mean_sq is None:
+        a_mean_sq = a_mean * a_mean
+    h_var = a_mean_sq @ w_var.T
     if a_var is not None:
         h_var = h_var + a_var @ (w_mean * w_mean + w_var).T
     if b_mean is not None:
         h_mean = h_mean + b_mean
     if b_var is not None:
         h_var = h_var + b_var
-    # Rounding in the sums cannot make a sum of non-negative terms negative, but
-    # callers may pass -0.0 variances; normalise to keep the contract exact.
-    return h_mean, xp.maximum(h_var, 0.0)
+    # Rounding cannot make a sum of non-negative terms negative, so no clipping.
+    return h_mean, h_var

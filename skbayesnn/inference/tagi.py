@@ -6,36 +6,34 @@ weights and biases).  One update on a batch:
 
 1. forward: moments of every layer with the shared core
    (:func:`~skbayesnn.core.linear.linear_moments` and local linearisation of the
-   activations, tagi.md §3.3), caching what the backward pass needs;
+   activations, tagi.md §3.3), keeping what the backward pass needs;
 2. output layer: Gaussian conditioning on ``y = z_out + v`` (Eq. 14);
 3. backward: the layer-wise RTS-like recursion (Eqs. 15–16) in the element-wise
    matrix form of tagi.md §4.3 / §4.5, with the per-example contributions of a
    batch summed, as the reference code does (§4.4).
 
-The functions update the posterior's arrays and return small diagnostics; they
-never call NumPy directly on the arrays, so the same code runs on CuPy.
+During training each layer's bias is carried as the last column of its weight
+matrix, with a constant input 1, so one matrix product updates both (the
+algebra is unchanged: a bias is a weight on a deterministic unit input).  The
+functions never call NumPy directly on the arrays, so the same code runs on CuPy;
+plain NumPy arrays take the compiled kernel of :mod:`.tagi_kernel` instead, which
+runs the same arithmetic (tests check the two agree) without the per-operation
+overhead that dominates small batches.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .._backend import array_namespace, special
-from ..core.activations import linearized_moments
+from ..core.activations import jacobian_squared, linearize_unchecked
 from ..core.gaussian import product_normalizer_log
 from ..core.linear import linear_moments
 from ..core.posterior import GaussianMLPPosterior
-
-
-@dataclass
-class LayerCache:
-    """Forward quantities of one layer kept for the backward pass (tagi.md §3.3)."""
-
-    a_mean: object  # layer input mean (B, n_in)
-    a_var: object  # layer input variance (B, n_in), None for deterministic inputs
-    z_mean: object  # pre-activation mean (B, n_out)
-    z_var: object  # pre-activation variance (B, n_out)
-    jacobian: object  # activation Jacobian at z_mean (B, n_out); None for the output layer
+from ..core.propagate import propagate
+from . import tagi_kernel
 
 
 def init_posterior(layer_sizes, *, activation="relu", gain_w=0.25, gain_b=0.01, rng, xp):
@@ -64,172 +62,226 @@ def init_posterior(layer_sizes, *, activation="relu", gain_w=0.25, gain_b=0.01, 
 
 
 def forward(posterior, X):
-    """Moments of the output and the per-layer cache (tagi.md §3.3, §4.5).
+    """Moments ``(z_mean, z_var)`` of the output latent for inputs ``X``.
 
-    The activations are linearised at the mean, so the output moments equal
+    TAGI linearises the activations at the mean (tagi.md §3.3), so this is
     ``propagate(posterior, X, act_approx="linearize")``.
-
-    Returns
-    -------
-    z_mean, z_var : arrays of shape (B, n_outputs)
-    caches : list of LayerCache, one per weight layer
     """
-    a_mean, a_var = X, None
-    caches = []
-    hidden = posterior.hidden_activations
-    last = posterior.n_layers - 1
-    for l in range(posterior.n_layers):
-        z_mean, z_var = linear_moments(
-            a_mean,
-            a_var,
-            posterior.weight_means[l],
-            posterior.weight_vars[l],
-            posterior.bias_means[l],
-            posterior.bias_vars[l],
-        )
-        if l < last:
-            next_mean, next_var, jac = linearized_moments(
-                hidden[l], z_mean, z_var, negative_slope=posterior.negative_slope
-            )
-        else:
-            jac = None
-        caches.append(LayerCache(a_mean, a_var, z_mean, z_var, jac))
-        if l < last:
-            a_mean, a_var = next_mean, next_var
-    return z_mean, z_var, caches
+    return propagate(posterior, X, act_approx="linearize")
 
 
-def output_posterior(z_mean, z_var, Y, noise_var, obs_mask=None):
-    """Condition the output units on ``y = z + v``, ``v ~ N(0, noise_var)`` (Eq. 14).
+def _append_column(a, column, xp):
+    return xp.concatenate([a, column[: a.shape[0]]], axis=1)
 
-    Returns the posterior mean and variance of ``z``; where ``obs_mask`` is False
-    (unobserved outputs, e.g. off-path nodes of the classification tree, §8) the
-    prior is returned unchanged.
+
+def _pack(posterior, xp):
+    """Per layer, weights with the bias as last column: ``(n_out, n_in + 1)``."""
+    means = [
+        xp.concatenate([w, b[:, None]], axis=1)
+        for w, b in zip(posterior.weight_means, posterior.bias_means)
+    ]
+    variances = [
+        xp.concatenate([w, b[:, None]], axis=1)
+        for w, b in zip(posterior.weight_vars, posterior.bias_vars)
+    ]
+    return means, variances
+
+
+def _unpack(posterior, means, variances):
+    for l, (m, v) in enumerate(zip(means, variances)):
+        posterior.weight_means[l], posterior.bias_means[l] = m[:, :-1], m[:, -1]
+        posterior.weight_vars[l], posterior.bias_vars[l] = v[:, :-1], v[:, -1]
+
+
+def _forward_packed(means, variances, x, x_sq, activations, slope, ones, zeros, xp):
+    """Forward pass on packed layers (tagi.md §3.3, §4.5).
+
+    ``x`` has the constant column appended and ``x_sq = x * x``.  Returns the
+    output moments, each layer's ``(input, input ** 2)`` and each hidden layer's
+    ``(z_var, jacobian)``.
     """
-    xp = array_namespace(z_mean, Y)
+    a_mean, a_sq, a_var = x, x_sq, None
+    inputs, hidden = [], []
+    for l, (m, v) in enumerate(zip(means, variances)):
+        z_mean, z_var = linear_moments(a_mean, a_var, m, v, a_mean_sq=a_sq)
+        inputs.append((a_mean, a_sq))
+        if l == len(means) - 1:
+            break
+        act_mean, act_var, jac = linearize_unchecked(xp, activations[l], z_mean, z_var, slope)
+        hidden.append((z_var, jac))
+        a_mean = _append_column(act_mean, ones, xp)
+        a_sq = a_mean * a_mean
+        a_var = _append_column(act_var, zeros, xp)
+    return z_mean, z_var, inputs, hidden
+
+
+def _step(
+    means,
+    variances,
+    x,
+    x_sq,
+    Y,
+    noise_var,
+    obs_mask,
+    activations,
+    slope,
+    min_var_ratio,
+    ones,
+    zeros,
+    xp,
+):
+    """One TAGI update of the packed layers on a batch; returns the number of
+    parameter updates applied (an array scalar on a GPU: no synchronisation per
+    batch)."""
+    z_mean, z_var, inputs, hidden = _forward_packed(
+        means, variances, x, x_sq, activations, slope, ones, zeros, xp
+    )
+    # Output conditioning on y = z + v (Eq. 14) in innovation form (tagi.md §4.3):
+    # delta_mu = (mu_z|y - mu_z) / s_z = (y - mu_z) / (s_z + sigma_v^2) and
+    # delta_s = (s_z|y - s_z) / s_z^2 = -1 / (s_z + sigma_v^2).
     s_y = z_var + noise_var
-    gain = z_var / s_y
-    post_mean = z_mean + gain * (Y - z_mean)
-    post_var = z_var - gain * z_var
-    if obs_mask is not None:
-        post_mean = xp.where(obs_mask, post_mean, z_mean)
-        post_var = xp.where(obs_mask, post_var, z_var)
-    return post_mean, post_var
+    d_mean = (Y - z_mean) / s_y
+    d_var = -1.0 / s_y
+    if obs_mask is not None:  # unobserved outputs (classification tree, §8)
+        d_mean = xp.where(obs_mask, d_mean, 0.0)
+        d_var = xp.where(obs_mask, d_var, 0.0)
+    n_kept = 0
+    for l in range(len(means) - 1, -1, -1):
+        a_mean, a_sq = inputs[l]
+        m, v = means[l], variances[l]
+        # cov(Z+_i, W_ik) = S_W,ik mu_A,k (Eq. 4): the batch-summed updates are
+        # S_W (delta_mu^T mu_A) and S_W^2 (delta_s^T mu_A^2) (§4.4).  ``rel`` is the
+        # relative variance change; where a summed batch would remove more than
+        # 1 - min_var_ratio of the variance it over-counts the batch's information
+        # (tagi.md §4.4: "summed variance decrements can drive S_W below 0"), and
+        # that parameter keeps its old mean and variance (a skipped update, as PBP
+        # does per weight, pbp.md §4.4).
+        rel = v * (d_var.T @ a_sq)
+        ok = rel >= min_var_ratio - 1.0
+        if l > 0:
+            # Smooth the layer below with the pre-update means (§4.4):
+            # cov(Z_k, Z+_i) = s_Z,k J_k M_W,ik, so its innovations are
+            # delta_mu_Z = J (delta_mu M_W) and delta_s_Z = J^2 (delta_s M_W^2),
+            # the latter kept >= -1/s_Z so the smoothed variance stays >= 0
+            # (s_Z > 0: it includes the bias variance, which the guard keeps > 0).
+            z_var_below, jac = hidden[l - 1]
+            w = m[:, :-1]
+            next_mean = jac * (d_mean @ w)
+            next_var = xp.maximum(
+                jacobian_squared(activations[l - 1], jac) * (d_var @ (w * w)),
+                -1.0 / z_var_below,
+            )
+        v_ok = v * ok  # multiplying by the mask is cheaper than two where()
+        means[l] = m + v_ok * (d_mean.T @ a_mean)
+        variances[l] = v + v_ok * rel
+        n_kept = n_kept + xp.count_nonzero(ok)
+        if l > 0:
+            d_mean, d_var = next_mean, next_var
+    return n_kept
 
 
-def _innovation(post_mean, post_var, prior_mean, prior_var, xp):
-    """``delta_mu = (mu|y - mu)/s`` and ``delta_s = (s|y - s)/s^2`` (tagi.md §4.3).
+def run_epoch(posterior, X, Y, noise_var, *, batch_size, order, obs_mask=None, min_var_ratio=1e-3):
+    """One pass over ``X[order]`` in consecutive batches, updating ``posterior``.
 
-    Units with zero prior variance carry no information about the parameters
-    (their cross-covariances vanish too): their deltas are set to 0.
-    """
-    ok = prior_var > 0
-    safe = xp.where(ok, prior_var, 1.0)
-    d_mean = xp.where(ok, (post_mean - prior_mean) / safe, 0.0)
-    d_var = xp.where(ok, (post_var - prior_var) / (safe * safe), 0.0)
-    return d_mean, d_var
-
-
-def _guarded_step(mean, var, d_mean, d_var, min_var_ratio, xp):
-    """Apply ``(d_mean, d_var)`` where the new variance stays >= ``min_var_ratio * var``.
-
-    Summing per-example variance decrements over a batch can remove more than a
-    parameter's whole variance (tagi.md §4.4, "summed variance decrements can drive
-    S_W below 0"); such a step over-counts the batch's information, so for that
-    parameter both mean and variance keep their old values (a skipped update, as
-    PBP does per weight, pbp.md §4.4).  Returns the new arrays and the skip count.
-    """
-    new_var = var + d_var
-    ok = new_var >= min_var_ratio * var
-    return xp.where(ok, mean + d_mean, mean), xp.where(ok, new_var, var), ~ok
-
-
-def backward_update(posterior, caches, post_mean, post_var, *, min_var_ratio=1e-3):
-    """Update the posterior in place from the output posterior (Eqs. 15–16, §4.5).
-
-    For each layer from the top: the weights and biases producing ``Z+`` get the
-    batch-summed RTS update (skipped per parameter where it would remove more than
-    ``1 - min_var_ratio`` of the variance, see :func:`_guarded_step`); then the
-    pre-activations of the layer below are smoothed with the *pre-update* weight
-    means.
+    Parameters
+    ----------
+    posterior : GaussianMLPPosterior
+        Updated in place (its arrays are rebound, never written into).
+    X : array of shape (n, n_inputs)
+    Y : array of shape (n, n_outputs)
+    noise_var : float or array broadcastable to (batch_size, n_outputs)
+        ``sigma_v ** 2`` in the units of ``Y``.
+    batch_size : int
+    order : int array of shape (n,)
+        Row order of the pass.
+    obs_mask : bool array of shape (n, n_outputs), optional
+        Outputs to condition on (all when None).
+    min_var_ratio : float, default=1e-3
+        Variance guard: a parameter's batch update is skipped where it would leave
+        less than this share of its variance.
 
     Returns
     -------
     n_skipped : int
         Parameter updates skipped by the variance guard.
     """
-    xp = array_namespace(post_mean)
-    skipped = []
-    for l in range(posterior.n_layers - 1, -1, -1):
-        cache = caches[l]
-        d_mean, d_var = _innovation(post_mean, post_var, cache.z_mean, cache.z_var, xp)
-        wm, wv = posterior.weight_means[l], posterior.weight_vars[l]
-        bm, bv = posterior.bias_means[l], posterior.bias_vars[l]
-        # cov(Z+_i, W_ik) = S_W,ik mu_A,k (Eq. 4), so the gain is S_W mu_A / s_Z+.
-        posterior.weight_means[l], posterior.weight_vars[l], skip_w = _guarded_step(
-            wm,
-            wv,
-            wv * (d_mean.T @ cache.a_mean),
-            wv * wv * (d_var.T @ (cache.a_mean * cache.a_mean)),
-            min_var_ratio,
-            xp,
+    xp = array_namespace(X, Y)
+    means, variances = _pack(posterior, xp)
+    activations = posterior.hidden_activations
+    slope = posterior.negative_slope
+    X, Y = X[order], Y[order]
+    mask = None if obs_mask is None else obs_mask[order]
+    n_batches = -(-X.shape[0] // batch_size)
+    if _use_kernel(X, Y, mask, noise_var):
+        n_kept = tagi_kernel.run_epoch_kernel(
+            tuple(means),
+            tuple(variances),
+            X,
+            Y,
+            np.ones(Y.shape, dtype=bool) if mask is None else mask,
+            batch_size,
+            float(noise_var),
+            np.array([tagi_kernel.ACTIVATION_CODES[a] for a in activations] or [0]),
+            float(slope),
+            float(min_var_ratio),
         )
-        posterior.bias_means[l], posterior.bias_vars[l], skip_b = _guarded_step(
-            bm, bv, bv * xp.sum(d_mean, axis=0), bv * bv * xp.sum(d_var, axis=0), min_var_ratio, xp
-        )
-        skipped += [xp.sum(skip_w), xp.sum(skip_b)]
-        if l == 0:
-            break
-        below = caches[l - 1]
-        # cov(Z_k, Z+_i) = s_Z,k J_k M_W,ik with the pre-update means wm (§4.4), so
-        # Z|y = Z + (s_Z J) (delta_mu M_W) and likewise for the variance.
-        g = below.z_var * below.jacobian
-        post_mean = below.z_mean + g * (d_mean @ wm)
-        post_var = xp.maximum(below.z_var + g * g * (d_var @ (wm * wm)), 0.0)
-    return int(sum(skipped))
+    else:
+        ones = xp.ones((batch_size, 1))
+        zeros = xp.zeros((batch_size, 1))
+        X = _append_column(X, xp.ones((X.shape[0], 1)), xp)
+        X_sq = X * X
+        n_kept = 0
+        for start in range(0, X.shape[0], batch_size):
+            rows = slice(start, start + batch_size)
+            n_kept = n_kept + _step(
+                means,
+                variances,
+                X[rows],
+                X_sq[rows],
+                Y[rows],
+                noise_var,
+                None if mask is None else mask[rows],
+                activations,
+                slope,
+                min_var_ratio,
+                ones,
+                zeros,
+                xp,
+            )
+    _unpack(posterior, means, variances)
+    n_params = sum(m.size for m in means)
+    return n_batches * n_params - int(n_kept)
+
+
+def _use_kernel(X, Y, mask, noise_var):
+    """The compiled kernel takes plain float64 NumPy arrays and a scalar noise."""
+    return (
+        all(type(a) is np.ndarray and a.dtype == np.float64 for a in (X, Y))
+        and (mask is None or (type(mask) is np.ndarray and mask.dtype == bool))
+        and np.ndim(noise_var) == 0
+    )
 
 
 def update(posterior, X, Y, noise_var, *, obs_mask=None, min_var_ratio=1e-3):
-    """One TAGI step on a batch: forward, output conditioning, backward update.
-
-    Parameters
-    ----------
-    posterior : GaussianMLPPosterior
-        Updated in place.
-    X : array of shape (B, n_inputs)
-    Y : array of shape (B, n_outputs)
-    noise_var : float or array broadcastable to (B, n_outputs)
-        ``sigma_v ** 2`` in the units of ``Y``.
-    obs_mask : bool array of shape (B, n_outputs), optional
-        Outputs to condition on (all when None).
-    min_var_ratio : float
-        Variance guard of :func:`backward_update`.
-
-    Returns
-    -------
-    n_skipped : int
-    """
-    z_mean, z_var, caches = forward(posterior, X)
-    post_mean, post_var = output_posterior(z_mean, z_var, Y, noise_var, obs_mask)
-    return backward_update(posterior, caches, post_mean, post_var, min_var_ratio=min_var_ratio)
-
-
-def run_epoch(posterior, X, Y, noise_var, *, batch_size, order, obs_mask=None, min_var_ratio=1e-3):
-    """One pass over ``X[order]`` in consecutive batches; returns the skip count."""
-    n_skipped = 0
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        mask = None if obs_mask is None else obs_mask[idx]
-        n_skipped += update(
-            posterior, X[idx], Y[idx], noise_var, obs_mask=mask, min_var_ratio=min_var_ratio
-        )
-    return n_skipped
+    """One TAGI step on the whole batch ``(X, Y)``: forward, output conditioning,
+    backward update (see :func:`run_epoch`); returns the skip count."""
+    xp = array_namespace(X)
+    return run_epoch(
+        posterior,
+        X,
+        Y,
+        noise_var,
+        batch_size=X.shape[0],
+        order=xp.arange(X.shape[0]),
+        obs_mask=obs_mask,
+        min_var_ratio=min_var_ratio,
+    )
 
 
 def mean_log_likelihood(posterior, X, Y, noise_var):
     """Mean over rows of ``sum_k log N(y_k; mu_k, s_k + noise_var)`` (the predictive LL)."""
     xp = array_namespace(X)
-    z_mean, z_var, _ = forward(posterior, X)
+    z_mean, z_var = forward(posterior, X)
     return float(xp.mean(xp.sum(product_normalizer_log(Y, 0.0, z_mean, z_var + noise_var), axis=1)))
 
 
