@@ -131,6 +131,9 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     validation_scores_ : list of float
         With early stopping, the mean validation log-likelihood per row after
         each epoch, in the target's original units; else empty.
+    validation_indices_ : ndarray of int
+        With early stopping, the rows of the training data held out for
+        validation (sorted); else empty.
     n_skipped_ : int
         Parameter updates skipped because a batch's summed update would have
         removed more than 99.9% of that parameter's variance (tagi.md §4.4 notes
@@ -194,6 +197,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     def _fit_scaled(self, X, Y, xp, rng):
         self._init_online(X.shape[1], Y.shape[1], xp, rng)
         self.validation_scores_ = []
+        self.validation_indices_ = np.array([], dtype=np.intp)
         if self.early_stopping:
             perm = rng.permutation(X.shape[0])
             n_val = max(1, int(round(self.validation_fraction * X.shape[0])))
@@ -202,6 +206,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
                     f"validation_fraction={self.validation_fraction} leaves no training rows "
                     f"out of {X.shape[0]}."
                 )
+            self.validation_indices_ = np.sort(perm[:n_val])
             val, train = xp.asarray(perm[:n_val]), xp.asarray(perm[n_val:])
             X_val, Y_val, X, Y = X[val], Y[val], X[train], Y[train]
             # Validation LL in original units: the Jacobian of the target scaling.

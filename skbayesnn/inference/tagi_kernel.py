@@ -3,8 +3,9 @@
 On NumPy arrays a TAGI step on a batch of 10 rows is dominated by the ~1 µs
 fixed cost of each of the ~45 array operations it needs (forward moments,
 output conditioning, batch-summed backward update, variance guard).  This module
-runs the same arithmetic as :func:`skbayesnn.inference.tagi._step` as plain loops
-compiled by Numba, one call per epoch.  The array-namespace implementation stays
+runs the same arithmetic as :func:`skbayesnn.inference.tagi._step` compiled by
+Numba, one call per epoch: matrix products still go to BLAS, the element-wise
+steps become loops.  The array-namespace implementation stays
 the reference (and the GPU path); ``tests/test_tagi.py`` checks that the two agree
 to rounding.  Layout and algebra follow :mod:`.tagi`: each layer's bias is the
 last column of its packed ``(n_out, n_in + 1)`` mean and variance matrices.
@@ -57,100 +58,80 @@ def run_epoch_kernel(
 
     ``mask`` is a boolean ``(n, n_outputs)`` array of observed outputs (all True
     for regression).  Returns the number of parameter updates applied (the rest
-    were skipped by the variance guard).
+    were skipped by the variance guard).  Matrix products go to BLAS; the
+    element-wise steps are loops, so no temporaries are made for them.
     """
     n_layers = len(means)
-    n = X.shape[0]
-    a_mean = []  # layer inputs with the constant 1 appended
-    a_var = []
-    z_mean = []
-    z_var = []
-    jac = []
-    d_mean = []
-    d_var = []
-    for l in range(n_layers):
-        n_out, n_in1 = means[l].shape
-        a_mean.append(np.ones((batch_size, n_in1)))
-        a_var.append(np.zeros((batch_size, n_in1 - 1)))
-        z_mean.append(np.empty((batch_size, n_out)))
-        z_var.append(np.empty((batch_size, n_out)))
-        jac.append(np.empty((batch_size, n_out)))
-        d_mean.append(np.empty((batch_size, n_out)))
-        d_var.append(np.empty((batch_size, n_out)))
+    n, n_features = X.shape
     n_kept = 0
     for start in range(0, n, batch_size):
         B = min(batch_size, n - start)
-        a0 = a_mean[0]
-        for i in range(B):
-            for k in range(X.shape[1]):
-                a0[i, k] = X[start + i, k]
+        # Layer inputs with the constant 1 appended (its variance column is 0).
+        a_mean = np.ones((B, n_features + 1))
+        a_mean[:, :n_features] = X[start : start + B]
+        a_var = np.zeros((B, n_features + 1))
+        a_means = [a_mean]
+        z_vars = [a_var]  # placeholders keep the lists typed; hidden entries follow
+        jacs = [a_var]
         # forward (tagi.md §3.3): linear moments, then linearised activations
         for l in range(n_layers):
             W, V = means[l], variances[l]
-            n_out, n_in1 = W.shape
-            am, av, zm, zv = a_mean[l], a_var[l], z_mean[l], z_var[l]
+            z_mean = a_mean @ W.T
+            z_var = (a_mean * a_mean) @ V.T
+            if l > 0:
+                z_var += a_var @ (W * W + V).T
+            if l == n_layers - 1:
+                break
+            n_out = W.shape[0]
+            a_mean = np.ones((B, n_out + 1))
+            a_var = np.zeros((B, n_out + 1))
+            jac = np.empty((B, n_out))
             for i in range(B):
                 for j in range(n_out):
-                    sm = 0.0
-                    sv = 0.0
-                    for k in range(n_in1):
-                        a = am[i, k]
-                        sm += W[j, k] * a
-                        sv += V[j, k] * a * a
-                    if l > 0:
-                        for k in range(n_in1 - 1):
-                            sv += av[i, k] * (W[j, k] * W[j, k] + V[j, k])
-                    zm[i, j] = sm
-                    zv[i, j] = sv
-            if l < n_layers - 1:
-                nm, nv, J = a_mean[l + 1], a_var[l + 1], jac[l]
-                for i in range(B):
-                    for j in range(n_out):
-                        g, dg = _activation(codes[l], zm[i, j], slope)
-                        nm[i, j] = g
-                        J[i, j] = dg
-                        nv[i, j] = dg * dg * zv[i, j]
+                    g, dg = _activation(codes[l], z_mean[i, j], slope)
+                    a_mean[i, j] = g
+                    jac[i, j] = dg
+                    a_var[i, j] = dg * dg * z_var[i, j]
+            a_means.append(a_mean)
+            z_vars.append(z_var)
+            jacs.append(jac)
         # output conditioning in innovation form (tagi.md §4.3, Eq. 14)
-        top = n_layers - 1
-        zm, zv, dm, dv = z_mean[top], z_var[top], d_mean[top], d_var[top]
+        n_out = z_mean.shape[1]
+        d_mean = np.zeros((B, n_out))
+        d_var = np.zeros((B, n_out))
         for i in range(B):
-            for j in range(zm.shape[1]):
+            for j in range(n_out):
                 if mask[start + i, j]:
-                    s = zv[i, j] + noise_var
-                    dm[i, j] = (Y[start + i, j] - zm[i, j]) / s
-                    dv[i, j] = -1.0 / s
-                else:
-                    dm[i, j] = 0.0
-                    dv[i, j] = 0.0
+                    s = z_var[i, j] + noise_var
+                    d_mean[i, j] = (Y[start + i, j] - z_mean[i, j]) / s
+                    d_var[i, j] = -1.0 / s
         # backward (Eqs. 15-16, §4.4-4.5), top layer first
         for l in range(n_layers - 1, -1, -1):
             W, V = means[l], variances[l]
-            n_out, n_in1 = W.shape
-            am, dm, dv = a_mean[l], d_mean[l], d_var[l]
+            a_mean = a_means[l]
             if l > 0:  # smooth the layer below with the pre-update means
-                bm, bv, J, zvb = d_mean[l - 1], d_var[l - 1], jac[l - 1], z_var[l - 1]
+                s_mean = d_mean @ W
+                s_var = d_var @ (W * W)
+                jac, z_var_below = jacs[l], z_vars[l]
+                n_below = jac.shape[1]
+                below_mean = np.empty((B, n_below))
+                below_var = np.empty((B, n_below))
                 for i in range(B):
-                    for k in range(n_in1 - 1):
-                        sm = 0.0
-                        sv = 0.0
-                        for j in range(n_out):
-                            w = W[j, k]
-                            sm += dm[i, j] * w
-                            sv += dv[i, j] * w * w
-                        bm[i, k] = J[i, k] * sm
-                        bv[i, k] = max(J[i, k] * J[i, k] * sv, -1.0 / zvb[i, k])
+                    for k in range(n_below):
+                        J = jac[i, k]
+                        below_mean[i, k] = J * s_mean[i, k]
+                        below_var[i, k] = max(J * J * s_var[i, k], -1.0 / z_var_below[i, k])
+            g_mean = d_mean.T @ a_mean
+            g_var = d_var.T @ (a_mean * a_mean)
+            n_out, n_in1 = W.shape
             for j in range(n_out):
                 for k in range(n_in1):
-                    gm = 0.0
-                    gv = 0.0
-                    for i in range(B):
-                        a = am[i, k]
-                        gm += dm[i, j] * a
-                        gv += dv[i, j] * a * a
                     v = V[j, k]
-                    rel = v * gv
+                    rel = v * g_var[j, k]
                     if rel >= min_var_ratio - 1.0:  # the variance guard of tagi._step
-                        W[j, k] += v * gm
+                        W[j, k] += v * g_mean[j, k]
                         V[j, k] = v + v * rel
                         n_kept += 1
+            if l > 0:
+                d_mean, d_var = below_mean, below_var
     return n_kept
