@@ -51,7 +51,7 @@ class _TAGIMixin:
             rng=rng,
             xp=xp,
         )
-        self.n_skipped_ = 0
+        self.n_combined_ = 0
         self.n_iter_ = 0
 
     def _epochs(self, n, rng):
@@ -62,7 +62,7 @@ class _TAGIMixin:
             yield epoch, order
 
     def _run_epoch(self, X, Y, order, xp, obs_mask=None):
-        self.n_skipped_ += tagi.run_epoch(
+        self.n_combined_ += tagi.run_epoch(
             self.posterior_,
             X,
             Y,
@@ -134,10 +134,11 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     validation_indices_ : ndarray of int
         With early stopping, the rows of the training data held out for
         validation (sorted); else empty.
-    n_skipped_ : int
-        Parameter updates skipped because a batch's summed update would have
-        removed more than 99.9% of that parameter's variance (tagi.md §4.4 notes
-        the reference code has no guard there).
+    n_combined_ : int
+        Parameter updates where a batch's summed update (the reference code's
+        rule, tagi.md §4.4) would have removed more than 99.9% of that
+        parameter's variance, so the rows' evidence was combined in information
+        form instead (never a non-positive variance).
     n_features_in_, n_outputs_, x_scaler_, y_scaler_, device_
 
     Examples
@@ -237,7 +238,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
             self.best_epoch_ = self.n_iter_
         self._log(
             f"trained {self.n_iter_} epochs (kept {self.best_epoch_}); "
-            f"{self.n_skipped_} parameter updates skipped by the variance guard"
+            f"{self.n_combined_} parameter updates combined in information form"
         )
 
     def _partial_fit_scaled(self, X, Y, xp, rng):
@@ -286,7 +287,8 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         The class encoding.
     posterior_ : GaussianMLPPosterior
     n_iter_ : int
-    n_skipped_ : int
+    n_combined_ : int
+        As in :class:`TAGIRegressor`.
     n_features_in_, x_scaler_, device_
 
     Examples
@@ -343,7 +345,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         Y, mask = self.tree_.targets(y_index, xp)
         for _, order in self._epochs(X.shape[0], rng):
             self._run_epoch(X, Y, order, xp, obs_mask=mask)
-        self._log(f"trained {self.n_iter_} epochs; {self.n_skipped_} updates skipped")
+        self._log(f"trained {self.n_iter_} epochs; {self.n_combined_} updates combined in information form")
 
     def _partial_fit_scaled(self, X, y_index, xp, rng):
         Y, mask = self.tree_.targets(y_index, xp)

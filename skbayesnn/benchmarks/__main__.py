@@ -1,5 +1,7 @@
-"""``python -m skbayesnn.benchmarks``: the diabetes comparison table (README)."""
+"""``python -m skbayesnn.benchmarks``: the README's comparison tables."""
 
-from .diabetes import main
+from . import diabetes, digits
 
-main()
+diabetes.main()
+print()
+digits.main()

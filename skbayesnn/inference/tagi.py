@@ -131,8 +131,9 @@ def _step(
     xp,
 ):
     """One TAGI update of the packed layers on a batch; returns the number of
-    parameter updates applied (an array scalar on a GPU: no synchronisation per
-    batch)."""
+    parameter updates that used the batch-summed form.  On a GPU this reads one
+    count per layer back to the host, to skip the information-form combination
+    when no parameter needs it."""
     z_mean, z_var, inputs, hidden = _forward_packed(
         means, variances, x, x_sq, activations, slope, ones, zeros, xp
     )
@@ -151,11 +152,11 @@ def _step(
         m, v = means[l], variances[l]
         # cov(Z+_i, W_ik) = S_W,ik mu_A,k (Eq. 4): the batch-summed updates are
         # S_W (delta_mu^T mu_A) and S_W^2 (delta_s^T mu_A^2) (§4.4).  ``rel`` is the
-        # relative variance change; where a summed batch would remove more than
+        # relative variance change.  Where a summed batch would remove more than
         # 1 - min_var_ratio of the variance it over-counts the batch's information
-        # (tagi.md §4.4: "summed variance decrements can drive S_W below 0"), and
-        # that parameter keeps its old mean and variance (a skipped update, as PBP
-        # does per weight, pbp.md §4.4).
+        # (tagi.md §4.4: "summed variance decrements can drive S_W below 0"); that
+        # parameter instead combines the rows' evidence in information form
+        # (:func:`_combine_rows`).
         rel = v * (d_var.T @ a_sq)
         ok = rel >= min_var_ratio - 1.0
         if l > 0:
@@ -171,13 +172,41 @@ def _step(
                 jacobian_squared(activations[l - 1], jac) * (d_var @ (w * w)),
                 -1.0 / z_var_below,
             )
-        v_ok = v * ok  # multiplying by the mask is cheaper than two where()
-        means[l] = m + v_ok * (d_mean.T @ a_mean)
-        variances[l] = v + v_ok * rel
-        n_kept = n_kept + xp.count_nonzero(ok)
+        n_ok = xp.count_nonzero(ok)
+        if int(n_ok) == ok.size:  # the usual case; one host sync per layer and batch
+            means[l] = m + v * (d_mean.T @ a_mean)
+            variances[l] = v + v * rel
+        else:
+            m_comb, v_comb = _combine_rows(m, v, a_mean, a_sq, d_mean, d_var, min_var_ratio, xp)
+            means[l] = xp.where(ok, m + v * (d_mean.T @ a_mean), m_comb)
+            variances[l] = xp.where(ok, v + v * rel, v_comb)
+        n_kept = n_kept + n_ok
         if l > 0:
             d_mean, d_var = next_mean, next_var
     return n_kept
+
+
+def _combine_rows(m, v, a_mean, a_sq, d_mean, d_var, min_var_ratio, xp):
+    """Combine a batch's per-row parameter updates in information form.
+
+    Row ``i`` alone would move a parameter ``N(m, v)`` to ``N(m_i, v_i)`` with
+    ``m_i = m + v a_i delta_mu_i`` and ``v_i = v + v^2 a_i^2 delta_s_i`` (tagi.md
+    §4.4).  Treating the rows as independent evidence, the posterior is the
+    product of the row posteriors divided by the prior ``B - 1`` times:
+
+        1/v' = 1/v + sum_i (1/v_i - 1/v),    m' = m + v' sum_i (m_i - m) / v_i.
+
+    To first order in the updates this is the batch sum, and ``v'`` stays in
+    ``(0, v]`` however much the rows remove, so it replaces the sum where the sum
+    would over-count (``v_i`` is floored at ``min_var_ratio * v``: one row never
+    removes more than that).  Shapes: ``m, v`` (n_out, n_in + 1); ``a_*`` (B,
+    n_in + 1); ``d_*`` (B, n_out).
+    """
+    v_rows = v + (v * v) * (d_var[:, :, None] * a_sq[:, None, :])  # (B, n_out, n_in + 1)
+    v_rows = xp.maximum(v_rows, min_var_ratio * v)
+    prec = 1.0 / v + xp.sum(1.0 / v_rows - 1.0 / v, axis=0)
+    shift = xp.sum(v * (d_mean[:, :, None] * a_mean[:, None, :]) / v_rows, axis=0)
+    return m + shift / prec, 1.0 / prec
 
 
 def run_epoch(posterior, X, Y, noise_var, *, batch_size, order, obs_mask=None, min_var_ratio=1e-3):
@@ -197,13 +226,14 @@ def run_epoch(posterior, X, Y, noise_var, *, batch_size, order, obs_mask=None, m
     obs_mask : bool array of shape (n, n_outputs), optional
         Outputs to condition on (all when None).
     min_var_ratio : float, default=1e-3
-        Variance guard: a parameter's batch update is skipped where it would leave
-        less than this share of its variance.
+        Variance guard: where a parameter's batch-summed update would leave less
+        than this share of its variance, the rows' updates are combined in
+        information form instead (:func:`_combine_rows`).
 
     Returns
     -------
-    n_skipped : int
-        Parameter updates skipped by the variance guard.
+    n_combined : int
+        Parameter updates that used the information-form combination.
     """
     xp = array_namespace(X, Y)
     means, variances = _pack(posterior, xp)
@@ -264,7 +294,8 @@ def _use_kernel(X, Y, mask, noise_var):
 
 def update(posterior, X, Y, noise_var, *, obs_mask=None, min_var_ratio=1e-3):
     """One TAGI step on the whole batch ``(X, Y)``: forward, output conditioning,
-    backward update (see :func:`run_epoch`); returns the skip count."""
+    backward update (see :func:`run_epoch`); returns the number of parameter
+    updates combined in information form."""
     xp = array_namespace(X)
     return run_epoch(
         posterior,

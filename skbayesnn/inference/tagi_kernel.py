@@ -57,8 +57,8 @@ def run_epoch_kernel(
     (tuples of packed layer matrices) in place.
 
     ``mask`` is a boolean ``(n, n_outputs)`` array of observed outputs (all True
-    for regression).  Returns the number of parameter updates applied (the rest
-    were skipped by the variance guard).  Matrix products go to BLAS; the
+    for regression).  Returns the number of parameter updates that used the
+    batch-summed form (the rest used the information-form combination).  Matrix products go to BLAS; the
     element-wise steps are loops, so no temporaries are made for them.
     """
     n_layers = len(means)
@@ -128,10 +128,20 @@ def run_epoch_kernel(
                 for k in range(n_in1):
                     v = V[j, k]
                     rel = v * g_var[j, k]
-                    if rel >= min_var_ratio - 1.0:  # the variance guard of tagi._step
+                    if rel >= min_var_ratio - 1.0:  # the batch-summed update (tagi._step)
                         W[j, k] += v * g_mean[j, k]
                         V[j, k] = v + v * rel
                         n_kept += 1
+                    else:  # over-counted: combine the rows' evidence (tagi._combine_rows)
+                        prec = 1.0 / v
+                        shift = 0.0
+                        for i in range(B):
+                            a = a_mean[i, k]
+                            v_i = max(v + v * v * a * a * d_var[i, j], min_var_ratio * v)
+                            prec += 1.0 / v_i - 1.0 / v
+                            shift += v * a * d_mean[i, j] / v_i
+                        W[j, k] += shift / prec
+                        V[j, k] = 1.0 / prec
             if l > 0:
                 d_mean, d_var = below_mean, below_var
     return n_kept
