@@ -46,6 +46,23 @@ def _to_namespace(value, xp):
     return value
 
 
+def fit_input_scaler(X, max_abs_z=None):
+    """A ``StandardScaler`` fitted on ``X``, optionally with floored scales.
+
+    With ``max_abs_z = c``, a feature whose standard deviation is below
+    ``(max - min) / c`` is divided by ``(max - min) / c`` instead, so every
+    standardised training value lies in ``[-c, c]``.  Without it, a feature that is
+    nearly constant in training (a pixel that is almost always 0) turns its rare
+    values into inputs of size 50-90, where a network's untrained weights dominate
+    the prediction.
+    """
+    scaler = StandardScaler().fit(X)
+    if max_abs_z is not None:
+        span = np.max(X, axis=0) - np.min(X, axis=0)
+        scaler.scale_ = np.maximum(scaler.scale_, span / max_abs_z)
+    return scaler
+
+
 class _BayesianEstimatorMixin:
     """What regressors and classifiers share: device, logging, random generator,
     input scaling, pickling of device arrays."""
@@ -85,7 +102,8 @@ class _BayesianEstimatorMixin:
         """Resolve the device, learn the input scaling, seed the generator; returns
         the namespace.  Called by ``fit`` and by the first ``partial_fit``."""
         self.device_ = resolve_device(self.device)
-        self.x_scaler_ = StandardScaler().fit(X)
+        # Estimators without a ``max_abs_z`` parameter use plain standardisation.
+        self.x_scaler_ = fit_input_scaler(X, getattr(self, "max_abs_z", None))
         self._rng = self._make_rng()
         return get_namespace(self.device_)
 

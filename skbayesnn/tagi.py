@@ -21,6 +21,7 @@ _TAGI_CONSTRAINTS = {
     "gain_w": [Interval(Real, 0, None, closed="neither")],
     "gain_b": [Interval(Real, 0, None, closed="neither")],
     "shuffle": ["boolean"],
+    "max_abs_z": [Interval(Real, 0, None, closed="neither"), None],
 }
 
 
@@ -105,6 +106,12 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         Prior bias variance.
     shuffle : bool, default=True
         Shuffle the rows before every epoch of ``fit``.
+    max_abs_z : float > 0 or None, default=None
+        Bound on the standardised training inputs: a feature whose standard
+        deviation is below ``(max - min) / max_abs_z`` is scaled by that instead
+        (see :func:`skbayesnn.base.fit_input_scaler`).  Useful for sparse or
+        nearly constant features, e.g. 16 on pixel data; None is plain
+        standardisation.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training rows, track their
         predictive log-likelihood after every epoch and keep the posterior of the
@@ -173,6 +180,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         gain_w=0.25,
         gain_b=0.01,
         shuffle=True,
+        max_abs_z=None,
         early_stopping=False,
         validation_fraction=0.1,
         n_iter_no_change=10,
@@ -188,6 +196,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         self.gain_w = gain_w
         self.gain_b = gain_b
         self.shuffle = shuffle
+        self.max_abs_z = max_abs_z
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
@@ -276,6 +285,12 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         Prior weight variance ``gain_w / n_in`` (1 in the paper's MNIST runs).
     gain_b : float > 0, default=0.01
     shuffle : bool, default=True
+    max_abs_z : float > 0 or None, default=None
+        Bound on the standardised training inputs: a feature whose standard
+        deviation is below ``(max - min) / max_abs_z`` is scaled by that instead
+        (see :func:`skbayesnn.base.fit_input_scaler`).  Useful for sparse or
+        nearly constant features, e.g. 16 on pixel data; None is plain
+        standardisation.
     device : {"cpu", "cuda", "auto"}, default="cpu"
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
@@ -319,6 +334,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         gain_w=1.0,
         gain_b=0.01,
         shuffle=True,
+        max_abs_z=None,
         device="cpu",
         random_state=None,
         verbose=0,
@@ -332,6 +348,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         self.gain_w = gain_w
         self.gain_b = gain_b
         self.shuffle = shuffle
+        self.max_abs_z = max_abs_z
         self.device = device
         self.random_state = random_state
         self.verbose = verbose

@@ -133,3 +133,24 @@ def test_verbose_reports_and_silent_by_default(rng, capsys):
     reg = BayesianLinearRegressor(verbose=1).fit(X, y)
     out = capsys.readouterr().out
     assert "[BayesianLinearRegressor]" in out and f"{reg.noise_precision_:.4g}" in out
+
+
+def test_input_scaler_bounds_standardised_training_inputs(rng):
+    from sklearn.preprocessing import StandardScaler
+
+    from skbayesnn.base import fit_input_scaler
+
+    X = rng.normal(size=(500, 4))
+    X[:, 1] = 0.0
+    X[3, 1] = 16.0  # a rare spike: plain standardisation maps it to ~22
+    X[:, 2] = 7.0  # constant
+    plain = StandardScaler().fit(X)
+    assert np.abs(plain.transform(X)).max() > 20
+    scaler = fit_input_scaler(X, max_abs_z=8.0)
+    Z = scaler.transform(X)
+    assert np.abs(Z).max() <= 8.0 + 1e-12
+    np.testing.assert_allclose(scaler.mean_, plain.mean_)
+    # Features spread enough keep their standard deviation; the constant keeps 1.
+    np.testing.assert_array_equal(scaler.scale_[[0, 2, 3]], plain.scale_[[0, 2, 3]])
+    assert scaler.scale_[1] == 16.0 / 8.0
+    np.testing.assert_array_equal(fit_input_scaler(X).scale_, plain.scale_)
