@@ -3,6 +3,13 @@
 __version__ = "0.1.0.dev0"
 
 from .linear_model import BayesianLinearRegressor  # noqa: E402
+from .pbp import PBPRegressor  # noqa: E402
 from .tagi import TAGIClassifier, TAGIRegressor  # noqa: E402
 
-__all__ = ["BayesianLinearRegressor", "TAGIClassifier", "TAGIRegressor", "__version__"]
+__all__ = [
+    "BayesianLinearRegressor",
+    "PBPRegressor",
+    "TAGIClassifier",
+    "TAGIRegressor",
+    "__version__",
+]

@@ -20,6 +20,8 @@ implements the hooks that take and return *standardised* arrays:
 from __future__ import annotations
 
 import warnings
+from numbers import Integral
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.preprocessing import StandardScaler
@@ -61,6 +63,24 @@ def fit_input_scaler(X, max_abs_z=None):
         span = np.max(X, axis=0) - np.min(X, axis=0)
         scaler.scale_ = np.maximum(scaler.scale_, span / max_abs_z)
     return scaler
+
+
+def check_hidden_layer_sizes(hidden_layer_sizes):
+    """``hidden_layer_sizes`` as a list of positive ints, or a ValueError.
+
+    Accepts an int (one hidden layer) or a non-empty sequence of ints, as
+    sklearn's ``MLPRegressor`` does.
+    """
+    sizes = list(np.atleast_1d(hidden_layer_sizes))
+    if not sizes or any(
+        isinstance(h, (bool, np.bool_)) or not isinstance(h, (Integral, np.integer)) or h < 1
+        for h in sizes
+    ):
+        raise ValueError(
+            "hidden_layer_sizes must be a non-empty sequence of positive integers, "
+            f"got {hidden_layer_sizes!r}."
+        )
+    return [int(h) for h in sizes]
 
 
 class _BayesianEstimatorMixin:

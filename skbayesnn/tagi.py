@@ -7,7 +7,12 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .base import BaseBayesianClassifier, BaseBayesianRegressor, PartialFitMixin
+from .base import (
+    BaseBayesianClassifier,
+    BaseBayesianRegressor,
+    PartialFitMixin,
+    check_hidden_layer_sizes,
+)
 from .core.activations import ACTIVATIONS
 from .inference import tagi
 
@@ -30,20 +35,8 @@ class _TAGIMixin:
 
     _device_attributes = ("posterior_",)
 
-    def _hidden_sizes(self):
-        sizes = list(np.atleast_1d(self.hidden_layer_sizes))
-        if not sizes or any(
-            isinstance(h, (bool, np.bool_)) or not isinstance(h, (Integral, np.integer)) or h < 1
-            for h in sizes
-        ):
-            raise ValueError(
-                "hidden_layer_sizes must be a non-empty sequence of positive integers, "
-                f"got {self.hidden_layer_sizes!r}."
-            )
-        return [int(h) for h in sizes]
-
     def _init_online(self, n_features, n_outputs, xp, rng):
-        sizes = [n_features, *self._hidden_sizes(), n_outputs]
+        sizes = [n_features, *check_hidden_layer_sizes(self.hidden_layer_sizes), n_outputs]
         self.posterior_ = tagi.init_posterior(
             sizes,
             activation=self.activation,

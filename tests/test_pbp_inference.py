@@ -456,11 +456,14 @@ def test_engine_runs_in_the_strict_namespace(strict_xp, rng):
     for a, b in zip(g_ref[1] + g_ref[2], g_dev[1] + g_dev[2]):
         assert type(b).__name__ == "StrictArray"
         np.testing.assert_allclose(np.asarray(b), a, rtol=1e-13, atol=1e-300)
-    # two epochs of ADF + EP (the EP sweep moves to the host and back)
+    # two epochs of ADF + EP (the EP sweep moves to the host and back); NumPy
+    # takes the compiled kernel, the strict namespace the array functions
     for _ in range(2):
         ref, info_ref = pbp.run_epoch(ref, X, y, order)
         dev, info_dev = pbp.run_epoch(dev, asarray(X), asarray(y), asarray(order))
+        log_z_ref, log_z_dev = info_ref.pop("log_z"), info_dev.pop("log_z")
         assert info_ref == info_dev
+        assert log_z_dev == pytest.approx(log_z_ref, rel=1e-12)
     assert info_ref["n_skipped"] < 10  # the EP sweep did update factors
     fields = ("means", "variances", "m_hat_nat", "v_hat_nat", "a_hat_nat", "b_hat_nat")
     for field in fields:
@@ -471,3 +474,53 @@ def test_engine_runs_in_the_strict_namespace(strict_xp, rng):
             np.testing.assert_allclose(np.asarray(b), a, rtol=1e-9, atol=1e-12, err_msg=field)
     for name in ("alpha_noise", "beta_noise", "alpha_prior", "beta_prior"):
         np.testing.assert_allclose(float(getattr(dev, name)), float(getattr(ref, name)), rtol=1e-9)
+
+
+# ---------------------------------------------------------------------------
+# batches: parallel ADF (the GPU path of run_epoch)
+# ---------------------------------------------------------------------------
+
+
+def test_batch_update_of_a_single_weight_is_exact_conditioning(rng):
+    # y_b = w x_b + noise, one weight and no bias: each point's ADF update from
+    # the common prior is its exact likelihood site, so combining the sites in
+    # natural parameters is exact Bayesian conditioning on the whole batch with
+    # the current noise variance beta/(alpha - 1).
+    M, V = np.array([[0.3]]), np.array([[0.8]])
+    x = rng.normal(size=(7, 1))
+    y = 1.5 * x[:, 0] + 0.4 * rng.normal(size=7)
+    a, b = 5.0, 2.0
+    noise = b / (a - 1.0)
+    res = pbp.adf_update([M], [V], a, b, x, y, bias=False)
+    prec = 1.0 / V[0, 0] + np.sum(x[:, 0] ** 2) / noise
+    mean = (M[0, 0] / V[0, 0] + np.sum(x[:, 0] * y) / noise) / prec
+    np.testing.assert_allclose(res.variances[0][0, 0], 1.0 / prec, rtol=1e-13)
+    np.testing.assert_allclose(res.means[0][0, 0], mean, rtol=1e-13)
+    # The noise Gamma adds each point's change of shape and rate.
+    lz = pbp.noise_log_z(x[:, 0] * M[0, 0], x[:, 0] ** 2 * V[0, 0], y, a, b)
+    a_pts, b_pts = pbp.gamma_adf_update(*lz, a, b)
+    np.testing.assert_allclose(float(res.alpha_noise), a + np.sum(a_pts - a), rtol=1e-13)
+    np.testing.assert_allclose(float(res.beta_noise), b + np.sum(b_pts - b), rtol=1e-13)
+
+
+def test_batch_of_one_equals_the_single_point_update(rng):
+    means, variances = _random_net(rng, [3, 6, 4, 1])
+    x, y = rng.normal(size=3), 0.4
+    one = pbp.adf_update(means, variances, 4.0, 3.0, x, y)
+    batch = pbp.adf_update(means, variances, 4.0, 3.0, x[None, :], np.array([y]))
+    for a, b in zip(one.means + one.variances, batch.means + batch.variances):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(float(batch.alpha_noise), float(one.alpha_noise), rtol=1e-13)
+    np.testing.assert_allclose(float(batch.beta_noise), float(one.beta_noise), rtol=1e-13)
+    assert float(batch.log_z) == pytest.approx(float(one.log_z), rel=1e-14)
+
+
+def test_batch_gradients_are_the_per_point_gradients(rng):
+    means, variances = _random_net(rng, [2, 5, 1])
+    X, y = rng.normal(size=(4, 2)), rng.normal(size=4)
+    log_z, g_m, g_v, lz1, lz2 = pbp.log_z_grads(means, variances, X, y, 6.0, 4.0)
+    for b in range(4):
+        one = pbp.log_z_grads(means, variances, X[b], y[b], 6.0, 4.0)
+        assert float(log_z[b]) == pytest.approx(float(one[0]), rel=1e-14)
+        for got, want in zip([g[b] for g in g_m + g_v], one[1] + one[2]):
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-16)

@@ -33,9 +33,26 @@ Contents
   -- one epoch of the schedule of pbp.md §4.1.
 
 Everything runs on the array namespace of its inputs (NumPy, CuPy or the test
-suite's strict namespace), except :func:`refine_prior`, which is a sequential
-scalar loop in the reference and runs on the host (it moves the arrays with
-:func:`~skbayesnn._backend.asnumpy` and back with ``xp.asarray``).
+suite's strict namespace), except :func:`refine_prior`, a sequential scalar loop
+that runs compiled on the host.  :func:`run_epoch` hands plain NumPy arrays to
+the compiled kernel of :mod:`.pbp_kernel` (the same arithmetic one point at a
+time, without the per-operation overhead of ~40 small array operations per
+point); on other namespaces it loops over points (or batches) with the
+functions here.
+
+Bias-free networks (pbp.md §1.1, §6.7): ``bias=False`` drops the constant input,
+so a layer is ``(n_out, n_in)`` and ``s = 1 / n_in``.
+
+Batches (``batch_size > 1``, the GPU path).  PBP proper is sequential: each
+point's update starts from the posterior left by the previous one.  A batch
+update here computes every point's ADF update from the *same* posterior and
+combines them as independent sites in natural parameters: per weight,
+``1/v' = 1/v + sum_b (1/v_b - 1/v)`` and ``m'/v' = m/v + sum_b (m_b/v_b - m/v)``
+(and the noise Gamma's shape and rate add their per-point changes).  This is
+parallel ADF: exact for a linear-Gaussian model, equal to PBP for a batch of one,
+and otherwise an approximation that ignores how the points of a batch would have
+moved each other's cavity.  A point whose own update would be rejected
+contributes nothing to that weight.
 """
 
 from __future__ import annotations
@@ -50,6 +67,7 @@ from .._backend import array_namespace, asnumpy, special
 from ..core.activations import relu_moments
 from ..core.linear import linear_moments
 from ..core.posterior import GaussianMLPPosterior
+from . import pbp_kernel
 
 __all__ = [
     "MIN_VAR",
@@ -73,9 +91,6 @@ __all__ = [
 
 #: A weight update whose new variance is not above this is rejected (pbp.md §4.4).
 MIN_VAR = 1e-100
-# EP guard of the reference: a prior factor is skipped when its cavity variance
-# is not in (0, 1e6) (pbp.md §3.4, §4.4 item 3).
-_MAX_CAVITY_VAR = 1e6
 # Largest argument given to exp in the Gamma update: beyond it the result would
 # be rejected by the guard anyway, and clipping avoids overflow warnings.
 _MAX_EXP_ARG = 700.0
@@ -98,7 +113,8 @@ class PBPState:
     ----------
     means, variances : list of arrays of shape (n_out, n_in + 1)
         Per layer, the means ``M`` and variances ``V`` of the weights; the last
-        column is the bias.  The layer input is scaled by ``1/sqrt(n_in + 1)``.
+        column is the bias (no bias column when ``bias=False``).  The layer
+        input is scaled by ``1/sqrt(n_columns)``.
     alpha_noise, beta_noise : float or 0-d array
         ``q(gamma) = Gamma(alpha_noise, beta_noise)`` (shape/rate) of the noise
         precision.
@@ -108,6 +124,9 @@ class PBPState:
         Natural parameters of each weight's approximate prior factor (pbp.md
         §3.4): Gaussian precision-times-mean and precision, and the Gamma part in
         the Gamma natural parameters ``(alpha - 1, -beta)``.
+    bias : bool, default=True
+        Whether every layer has a bias unit (pbp.md §1.1; bias-free nets are the
+        ones where spike-and-slab messages differ from PBP's, §6.7).
     """
 
     means: list
@@ -120,11 +139,12 @@ class PBPState:
     v_hat_nat: list
     a_hat_nat: list
     b_hat_nat: list
+    bias: bool = True
 
     @property
     def layer_sizes(self):
         """Widths ``[n_inputs, hidden..., n_outputs]``."""
-        return [self.means[0].shape[1] - 1] + [m.shape[0] for m in self.means]
+        return [self.means[0].shape[1] - int(self.bias)] + [m.shape[0] for m in self.means]
 
 
 class LayerCache(NamedTuple):
@@ -188,11 +208,12 @@ def init_state(
     beta_prior=6.0,
     alpha_noise=6.0,
     beta_noise=6.0,
+    bias=True,
 ):
     """The initial PBP state (pbp.md §4.2 and the EP factors of §3.4).
 
-    * ``M_ij ~ N(0, 1 / (n_in + 1))`` for symmetry breaking (not accounted for by
-      any factor);
+    * ``M_ij ~ N(0, 1 / n_columns)`` (``n_columns = n_in + 1`` with a bias) for
+      symmetry breaking (not accounted for by any factor);
     * ``V_ij = beta_prior / (alpha_prior - 1)`` (the prior variance, 1.2 by
       default);
     * every prior factor starts as ``N(0, beta_prior / (alpha_prior - 1))``
@@ -215,6 +236,8 @@ def init_state(
         Prior ``Gamma(alpha, beta)`` of the weight precision; ``alpha_prior > 1``.
     alpha_noise, beta_noise : float, default=6.0
         Prior ``Gamma(alpha, beta)`` of the noise precision; ``alpha_noise > 1``.
+    bias : bool, default=True
+        Give every layer a bias unit (pbp.md §1.1).
 
     Returns
     -------
@@ -235,8 +258,8 @@ def init_state(
     prior_var = float(beta_prior) / (float(alpha_prior) - 1.0)
     means, variances, m_hat, v_hat, a_hat, b_hat = [], [], [], [], [], []
     for n_in, n_out in zip(sizes[:-1], sizes[1:]):
-        shape = (n_out, n_in + 1)
-        draw = rng.standard_normal(shape) / math.sqrt(n_in + 1)
+        shape = (n_out, n_in + int(bool(bias)))
+        draw = rng.standard_normal(shape) / math.sqrt(shape[1])
         means.append(xp.asarray(draw, dtype=xp.float64))
         variances.append(xp.full(shape, prior_var, dtype=xp.float64))
         m_hat.append(xp.zeros(shape, dtype=xp.float64))
@@ -254,34 +277,46 @@ def init_state(
         v_hat,
         a_hat,
         b_hat,
+        bool(bias),
     )
 
 
-def to_posterior(means, variances):
+def to_posterior(means, variances, *, bias=True):
     """PBP's layers as a :class:`~skbayesnn.core.posterior.GaussianMLPPosterior`.
 
     The input scaling is folded into the weights (pbp.md §1.1, §2.1):
     ``W = sqrt(s) M[:, :-1]``, ``Var W = s V[:, :-1]``, ``b = sqrt(s) M[:, -1]``,
     ``Var b = s V[:, -1]`` with ``s = 1 / (n_in + 1)``, so that
     ``propagate(posterior, X, act_approx="moment_match")`` gives the moments of
-    :func:`forward`.  Hidden activations are ReLU.
+    :func:`forward`.  Hidden activations are ReLU.  A bias-free net
+    (``bias=False``) becomes the posterior with biases fixed at 0 (mean and
+    variance 0).
 
     Parameters
     ----------
     means, variances : list of arrays of shape (n_out, n_in + 1)
+    bias : bool, default=True
+        Whether the last column of each layer is its bias.
 
     Returns
     -------
     GaussianMLPPosterior
         New arrays in the namespace of ``means``.
     """
+    xp = array_namespace(*means)
     wm, wv, bm, bv = [], [], [], []
     for s, m, v in zip(layer_scales(means), means, variances):
         r = math.sqrt(s)
-        wm.append(r * m[:, :-1])
-        bm.append(r * m[:, -1])
-        wv.append(s * v[:, :-1])
-        bv.append(s * v[:, -1])
+        if bias:
+            wm.append(r * m[:, :-1])
+            bm.append(r * m[:, -1])
+            wv.append(s * v[:, :-1])
+            bv.append(s * v[:, -1])
+        else:
+            wm.append(r * m)
+            wv.append(s * v)
+            bm.append(xp.zeros(m.shape[0], dtype=xp.float64))
+            bv.append(xp.zeros(m.shape[0], dtype=xp.float64))
     return GaussianMLPPosterior(wm, wv, bm, bv, activation="relu")
 
 
@@ -314,20 +349,23 @@ def from_posterior(posterior):
 # ---------------------------------------------------------------------------
 
 
-def forward(means, variances, X, *, return_cache=False):
+def forward(means, variances, X, *, bias=True, return_cache=False):
     """Moments of PBP's network output (pbp.md §2.1-§2.2).
 
-    Each layer appends the bias entry (mean 1, variance 0) to its input and
-    computes ``m^a = sqrt(s) M m^z`` and ``v^a = s [(M o M) v^z + V (m^z)^2 + V v^z]``
-    with :func:`~skbayesnn.core.linear.linear_moments` (the scaling is applied to
-    its result, which saves scaling the matrices); hidden layers then apply the
-    exact rectified-Gaussian moments (:func:`~skbayesnn.core.activations.relu_moments`).
+    Each layer appends the bias entry (mean 1, variance 0) to its input (unless
+    ``bias=False``) and computes ``m^a = sqrt(s) M m^z`` and
+    ``v^a = s [(M o M) v^z + V (m^z)^2 + V v^z]`` with
+    :func:`~skbayesnn.core.linear.linear_moments` (the scaling is applied to its
+    result, which saves scaling the matrices); hidden layers then apply the exact
+    rectified-Gaussian moments (:func:`~skbayesnn.core.activations.relu_moments`).
 
     Parameters
     ----------
     means, variances : list of arrays of shape (n_out, n_in + 1)
     X : array of shape (n_features,) or (n_samples, n_features)
         Deterministic inputs (already standardised as PBP expects).
+    bias : bool, default=True
+        Whether the layers have a bias column.
     return_cache : bool, default=False
         Also return one :class:`LayerCache` per layer, for :func:`log_z_grads`.
 
@@ -340,14 +378,17 @@ def forward(means, variances, X, *, return_cache=False):
     """
     xp = array_namespace(X, *means)
     mz = xp.asarray(X, dtype=xp.float64)
-    ones = xp.ones(mz.shape[:-1] + (1,), dtype=xp.float64)
-    zeros = xp.zeros(mz.shape[:-1] + (1,), dtype=xp.float64)
+    if bias:
+        ones = xp.ones(mz.shape[:-1] + (1,), dtype=xp.float64)
+        zeros = xp.zeros(mz.shape[:-1] + (1,), dtype=xp.float64)
     vz = None  # the network input is deterministic: linear_moments skips a product
     cache = []
     n_layers = len(means)
     for l, (s, M, V) in enumerate(zip(layer_scales(means), means, variances)):
-        in_mean = xp.concatenate([mz, ones], axis=-1)
-        in_var = None if vz is None else xp.concatenate([vz, zeros], axis=-1)
+        in_mean = xp.concatenate([mz, ones], axis=-1) if bias else mz
+        in_var = vz
+        if bias and vz is not None:
+            in_var = xp.concatenate([vz, zeros], axis=-1)
         h_mean, h_var = linear_moments(in_mean, in_var, M, V)
         pre_mean = math.sqrt(s) * h_mean
         pre_var = s * h_var
@@ -396,7 +437,7 @@ def noise_log_z(m_out, v_out, y, alpha_noise, beta_noise):
     return tuple(out)
 
 
-def predictive_moments(means, variances, alpha_noise, beta_noise, X):
+def predictive_moments(means, variances, alpha_noise, beta_noise, X, *, bias=True):
     """PBP's Gaussian predictive ``N(m*, v* + beta/(alpha - 1))`` (pbp.md §5).
 
     Parameters
@@ -404,6 +445,7 @@ def predictive_moments(means, variances, alpha_noise, beta_noise, X):
     means, variances : list of arrays
     alpha_noise, beta_noise : float or 0-d array
     X : array of shape (n_samples, n_features)
+    bias : bool, default=True
 
     Returns
     -------
@@ -413,7 +455,7 @@ def predictive_moments(means, variances, alpha_noise, beta_noise, X):
     noise_var : float or 0-d array
         ``E[1/gamma] = beta_noise / (alpha_noise - 1)``.
     """
-    m, v = forward(means, variances, X)
+    m, v = forward(means, variances, X, bias=bias)
     return m[..., 0], v[..., 0], beta_noise / (alpha_noise - 1.0)
 
 
@@ -442,12 +484,13 @@ def _relu_backward_terms(xp, pre_mean, pre_var):
     return ccdf, pdf_over_std
 
 
-def log_z_grads(means, variances, x, y, alpha_noise, beta_noise):
-    """``log Z`` for one data point and its gradients (pbp.md §2.3, §3.2).
+def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True):
+    """``log Z`` of one data point (or of each point of a batch) and its gradients.
 
-    Closed form, no autodiff.  Output seeds (``v_tot = v_out + beta/(alpha - 1)``):
-    ``dm = (y - m_out)/v_tot``, ``dv = -1/(2 v_tot) + (y - m_out)^2/(2 v_tot^2)``.
-    Through a linear layer with input ``(m^z, v^z)`` (bias entry included):
+    Closed form, no autodiff (pbp.md §2.3, §3.2).  Output seeds
+    (``v_tot = v_out + beta/(alpha - 1)``): ``dm = (y - m_out)/v_tot``,
+    ``dv = -1/(2 v_tot) + (y - m_out)^2/(2 v_tot^2)``.  Through a linear layer with
+    input ``(m^z, v^z)`` (bias entry included):
 
     * ``dlogZ/dM_ij = dm_i sqrt(s) m^z_j + dv_i 2 s M_ij v^z_j``,
     * ``dlogZ/dV_ij = dv_i s ((m^z_j)^2 + v^z_j)``,
@@ -462,31 +505,40 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise):
     ----------
     means, variances : list of arrays of shape (n_out, n_in + 1)
         The last layer has one output.
-    x : array of shape (n_features,)
-        One input.
-    y : float or 0-d array
-        Its target.
+    x : array of shape (n_features,) or (n_points, n_features)
+        One input, or a batch of inputs (each point's gradients are returned
+        separately, along a leading axis).
+    y : float, 0-d array or array of shape (n_points,)
+        The target(s).
     alpha_noise, beta_noise : float or 0-d array
         ``q(gamma)``; ``alpha_noise > 1``.
+    bias : bool, default=True
+        Whether the layers have a bias column.
 
     Returns
     -------
-    log_z : 0-d array
+    log_z : array of shape () or (n_points,)
         ``log N(y | m_out, v_out + beta/(alpha - 1))``.
-    grad_means, grad_variances : lists of arrays like ``means``
-        ``dlogZ/dM`` and ``dlogZ/dV`` per layer.
-    log_z1, log_z2 : 0-d arrays
+    grad_means, grad_variances : lists of arrays
+        ``dlogZ/dM`` and ``dlogZ/dV`` per layer, shaped like ``means`` (with a
+        leading ``n_points`` axis for a batch).
+    log_z1, log_z2 : arrays like ``log_z``
         The two extra normalisers of pbp.md §2.3 (for :func:`gamma_adf_update`).
     """
     xp = array_namespace(x, *means)
-    if getattr(x, "ndim", 1) != 1:
-        raise ValueError(f"x must be one input of shape (n_features,), got shape {x.shape}.")
+    ndim = getattr(x, "ndim", 1)
+    if ndim not in (1, 2):
+        raise ValueError(
+            f"x must be one input (n_features,) or a batch (n_points, n_features), got shape "
+            f"{x.shape}."
+        )
     if means[-1].shape[0] != 1:
         raise ValueError("PBP has a single output (pbp.md §1.1).")
-    m_out, v_out, cache = forward(means, variances, x, return_cache=True)
-    y = xp.asarray(y, dtype=xp.float64)
+    X = x[None, :] if ndim == 1 else x
+    m_out, v_out, cache = forward(means, variances, X, bias=bias, return_cache=True)
+    y = xp.reshape(xp.asarray(y, dtype=xp.float64), (-1, 1))
     log_z0, log_z1, log_z2 = noise_log_z(m_out, v_out, y, alpha_noise, beta_noise)
-    # Output seeds (pbp.md §3.2); shape (1,).
+    # Output seeds (pbp.md §3.2); shape (n_points, 1).
     v_tot = v_out + beta_noise / (alpha_noise - 1.0)
     resid = y - m_out
     dm = resid / v_tot
@@ -498,12 +550,13 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise):
         s, M, V = scales[l], means[l], variances[l]
         c = cache[l]
         r = math.sqrt(s)
-        mz, vz = c.in_mean, c.in_var
-        dm_col, dv_col = dm[:, None], dv[:, None]
+        mz, vz = c.in_mean[:, None, :], c.in_var
+        dm_col, dv_col = dm[:, :, None], dv[:, :, None]
         g_m = r * dm_col * mz
         if vz is None:
             g_v = s * dv_col * (mz * mz)
         else:
+            vz = vz[:, None, :]
             g_m = g_m + (2.0 * s) * dv_col * vz * M
             g_v = s * dv_col * (mz * mz + vz)
         grad_means[l], grad_variances[l] = g_m, g_v
@@ -511,17 +564,27 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise):
             break
         # Gradients with respect to this layer's input moments; the bias entry
         # (last) is constant and dropped.
-        d_mz = (r * (dm @ M) + (2.0 * s) * (dv @ V) * mz)[:-1]
-        d_vz = (s * (dv @ (M * M + V)))[:-1]
+        d_mz = r * (dm @ M) + (2.0 * s) * (dv @ V) * c.in_mean
+        d_vz = s * (dv @ (M * M + V))
+        if bias:
+            d_mz, d_vz = d_mz[:, :-1], d_vz[:, :-1]
         below = cache[l - 1]
         cdf = below.out_cdf
         ccdf, pdf_over_std = _relu_backward_terms(xp, below.pre_mean, below.pre_var)
         relu_mean = below.out_mean
         dm = d_mz * cdf + d_vz * (2.0 * relu_mean * ccdf)
         dv = d_mz * (0.5 * pdf_over_std) + d_vz * (cdf - relu_mean * pdf_over_std)
-    # One output: sum the length-1 axis to 0-d arrays (indexing would give a
-    # NumPy scalar and leave the namespace).
-    return xp.sum(log_z0), grad_means, grad_variances, xp.sum(log_z1), xp.sum(log_z2)
+    if ndim == 1:
+        # One point: sum the length-1 axes away (indexing would give a NumPy
+        # scalar and leave the namespace).
+        return (
+            xp.sum(log_z0),
+            [g[0] for g in grad_means],
+            [g[0] for g in grad_variances],
+            xp.sum(log_z1),
+            xp.sum(log_z2),
+        )
+    return log_z0[:, 0], grad_means, grad_variances, log_z1[:, 0], log_z2[:, 0]
 
 
 # ---------------------------------------------------------------------------
@@ -532,15 +595,27 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise):
 def apply_adf_step(means, variances, grad_means, grad_variances, *, min_var=MIN_VAR):
     """The ADF moment-matching update with PBP's per-weight rejection rule.
 
-    ``M' = M + V dM`` and ``V' = V - V^2 (dM^2 - 2 dV)`` for every weight at once,
-    from gradients taken at the old parameters (pbp.md §3.1).  A weight whose
-    new variance is ``<= min_var`` or whose new mean or variance is not finite
-    keeps its old mean and variance; the others keep their update (pbp.md §4.4
-    item 1).  The reference rejects NaN only; infinities are rejected here too.
+    For one point, ``M' = M + V dM`` and ``V' = V - V^2 (dM^2 - 2 dV)`` for every
+    weight at once, from gradients taken at the old parameters (pbp.md §3.1).  A
+    weight whose new variance is ``<= min_var`` or whose new mean or variance is
+    not finite keeps its old mean and variance; the others keep their update
+    (pbp.md §4.4 item 1).  The reference rejects NaN only; infinities are
+    rejected here too.
+
+    For a batch (gradients with a leading ``n_points`` axis), each point's update
+    is computed from the same ``(M, V)`` and the points are combined as
+    independent sites in natural parameters (the module docstring, "Batches"):
+    with ``k_b = dM_b^2 - 2 dV_b``, point ``b`` adds ``k_b / (1 - V k_b)`` to the
+    precision and ``(dM_b + M k_b) / (1 - V k_b)`` to precision times mean.  A
+    point whose own update would be rejected adds nothing; the combined result
+    goes through the same rejection rule.  A batch of one gives the one-point
+    update up to rounding.
 
     Parameters
     ----------
-    means, variances, grad_means, grad_variances : lists of arrays
+    means, variances : lists of arrays
+    grad_means, grad_variances : lists of arrays
+        Shaped like ``means``, or with a leading batch axis.
     min_var : float, default=1e-100
 
     Returns
@@ -553,8 +628,20 @@ def apply_adf_step(means, variances, grad_means, grad_variances, *, min_var=MIN_
     new_means, new_variances = [], []
     n_rejected = 0
     for M, V, gM, gV in zip(means, variances, grad_means, grad_variances):
-        m_new = M + V * gM
-        v_new = V - (V * V) * (gM * gM - 2.0 * gV)
+        if gM.ndim == M.ndim:
+            m_new = M + V * gM
+            v_new = V - (V * V) * (gM * gM - 2.0 * gV)
+        else:
+            k = gM * gM - 2.0 * gV
+            shrink = 1.0 - V * k  # v_b / v of each point's own update
+            own = (V * shrink > min_var) & xp.isfinite(shrink) & xp.isfinite(gM)
+            safe = xp.where(own, shrink, 1.0)
+            d_prec = xp.sum(xp.where(own, k / safe, 0.0), axis=0)
+            d_shift = xp.sum(xp.where(own, (gM + M * k) / safe, 0.0), axis=0)
+            prec = 1.0 / V + d_prec
+            pos = prec > 0
+            v_new = xp.where(pos, 1.0 / xp.where(pos, prec, 1.0), -1.0)
+            m_new = v_new * (M / V + d_shift)
         # NaN fails every comparison, so ``v_new > min_var`` also rejects NaN.
         ok = (v_new > min_var) & xp.isfinite(v_new) & xp.isfinite(m_new)
         new_means.append(xp.where(ok, m_new, M))
@@ -603,8 +690,14 @@ def gamma_adf_update(log_z0, log_z1, log_z2, alpha, beta):
     return alpha_new, beta_new
 
 
-def adf_update(means, variances, alpha_noise, beta_noise, x, y, *, min_var=MIN_VAR):
-    """One PBP ADF step on the data point ``(x, y)``.
+def _valid_gamma(xp, alpha, beta):
+    return xp.isfinite(alpha) & xp.isfinite(beta) & (alpha > 1.0) & (beta > 0.0)
+
+
+def adf_update(
+    means, variances, alpha_noise, beta_noise, x, y, *, bias=True, min_var=MIN_VAR
+):
+    """One PBP ADF step on the data point ``(x, y)`` (or on a batch of points).
 
     In the reference order (pbp.md §4.5, §13): forward pass, ``log Z`` and its
     gradients, every weight updated from the same gradients with per-weight
@@ -619,12 +712,17 @@ def adf_update(means, variances, alpha_noise, beta_noise, x, y, *, min_var=MIN_V
     update NaN (pbp.md §4.4 recommends guarding ``alpha > 1``).  Where the
     reference update is valid the two agree.
 
+    For a batch (``x`` of shape ``(n_points, n_features)``) the points' updates are
+    combined as independent sites (:func:`apply_adf_step`); the Gamma's shape and
+    rate add the changes of the points whose own update is valid.
+
     Parameters
     ----------
     means, variances : list of arrays of shape (n_out, n_in + 1)
     alpha_noise, beta_noise : float or 0-d array
-    x : array of shape (n_features,)
-    y : float or 0-d array
+    x : array of shape (n_features,) or (n_points, n_features)
+    y : float, 0-d array or array of shape (n_points,)
+    bias : bool, default=True
     min_var : float, default=1e-100
         Rejection threshold of the new variances.
 
@@ -632,91 +730,30 @@ def adf_update(means, variances, alpha_noise, beta_noise, x, y, *, min_var=MIN_V
     -------
     ADFResult
         New means and variances (new arrays), the new noise Gamma, ``log Z``
-        before the update, and the rejection counts.
+        before the update (summed over a batch), and the rejection counts.
     """
-    log_z0, g_m, g_v, log_z1, log_z2 = log_z_grads(means, variances, x, y, alpha_noise, beta_noise)
+    log_z0, g_m, g_v, log_z1, log_z2 = log_z_grads(
+        means, variances, x, y, alpha_noise, beta_noise, bias=bias
+    )
     xp = array_namespace(x, *means)
     new_means, new_variances, n_rejected = apply_adf_step(
         means, variances, g_m, g_v, min_var=min_var
     )
     a_new, b_new = gamma_adf_update(log_z0, log_z1, log_z2, alpha_noise, beta_noise)
-    ok = xp.isfinite(a_new) & xp.isfinite(b_new) & (a_new > 1.0) & (b_new > 0.0)
+    ok = _valid_gamma(xp, a_new, b_new)
+    if getattr(x, "ndim", 1) == 2:
+        a_new = alpha_noise + xp.sum(xp.where(ok, a_new - alpha_noise, 0.0))
+        b_new = beta_noise + xp.sum(xp.where(ok, b_new - beta_noise, 0.0))
+        n_noise = xp.sum(~ok)
+        ok = _valid_gamma(xp, a_new, b_new)
+        n_noise = xp.where(ok, n_noise, n_noise + 1)
+    else:
+        n_noise = xp.sum(~ok)
     alpha_new = xp.where(ok, a_new, alpha_noise)
     beta_new = xp.where(ok, b_new, beta_noise)
-    return ADFResult(new_means, new_variances, alpha_new, beta_new, log_z0, n_rejected, xp.sum(~ok))
-
-
-def _gamma_update_scalar(lz0, lz1, lz2, a, b):
-    """:func:`gamma_adf_update` on Python floats (for the host EP loop)."""
-    den_a = math.exp(min(lz2 - 2.0 * lz1 + lz0, _MAX_EXP_ARG)) * (a + 1.0) / a - 1.0
-    den_b = (
-        math.exp(min(lz2 - lz1, _MAX_EXP_ARG)) * (a + 1.0) / b
-        - math.exp(min(lz1 - lz0, _MAX_EXP_ARG)) * a / b
+    return ADFResult(
+        new_means, new_variances, alpha_new, beta_new, xp.sum(log_z0), n_rejected, n_noise
     )
-    a_new = 1.0 / den_a if den_a != 0.0 else math.inf
-    b_new = 1.0 / den_b if den_b != 0.0 else math.inf
-    return a_new, b_new
-
-
-def _refine_sweep(m, v, mh, vh, ah, bh, a_lam, b_lam):
-    """The sequential EP sweep of pbp.md §3.4 on Python lists (in place).
-
-    Returns the final ``(alpha, beta)`` of ``q(lambda)`` and the number of
-    skipped factors.
-    """
-    n_skipped = 0
-    log = math.log
-    for i in range(len(m)):
-        vi, mi = v[i], m[i]
-        # cavity: q / f_i in natural parameters
-        prec_cav = 1.0 / vi - vh[i]
-        a_cav = a_lam - ah[i]  # (alpha - 1 - a_hat) + 1
-        b_cav = b_lam + bh[i]  # -(-beta - b_hat)
-        if not (prec_cav > 0.0 and b_cav > 0.0 and a_cav > 1.0):
-            n_skipped += 1
-            continue
-        v_cav = 1.0 / prec_cav
-        if not v_cav < _MAX_CAVITY_VAR:
-            n_skipped += 1
-            continue
-        mp_cav = mi / vi - mh[i]
-        m_cav = mp_cav * v_cav
-        # Tilted normalisers of the factor N(w | 0, 1/lambda), the Student-t over
-        # lambda replaced by a Gaussian with variance E[1/lambda] under
-        # Gamma(a_cav + k, b_cav), k = 0, 1, 2 (the 2 pi constant cancels).
-        m2 = m_cav * m_cav
-        v0 = v_cav + b_cav / (a_cav - 1.0)
-        v1 = v_cav + b_cav / a_cav
-        v2 = v_cav + b_cav / (a_cav + 1.0)
-        lz0 = -0.5 * log(v0) - 0.5 * m2 / v0
-        lz1 = -0.5 * log(v1) - 0.5 * m2 / v1
-        lz2 = -0.5 * log(v2) - 0.5 * m2 / v2
-        dm = -m_cav / v0
-        dv = -0.5 / v0 + 0.5 * m2 / (v0 * v0)
-        m_new = m_cav + v_cav * dm
-        v_new = v_cav - v_cav * v_cav * (dm * dm - 2.0 * dv)
-        a_new, b_new = _gamma_update_scalar(lz0, lz1, lz2, a_cav, b_cav)
-        # Guard (not in the reference, which cannot reach here with an invalid
-        # q(lambda) in practice): keep the factor when the result is invalid.
-        if not (
-            v_new > 0.0
-            and math.isfinite(m_new)
-            and math.isfinite(v_new)
-            and math.isfinite(a_new)
-            and math.isfinite(b_new)
-            and a_new > 1.0
-            and b_new > 0.0
-        ):
-            n_skipped += 1
-            continue
-        # new factor = new q / cavity (natural parameters)
-        mh[i] = m_new / v_new - mp_cav
-        vh[i] = 1.0 / v_new - prec_cav
-        ah[i] = a_new - a_cav
-        bh[i] = b_cav - b_new
-        m[i], v[i] = m_new, v_new
-        a_lam, b_lam = a_new, b_new  # q(lambda) is overwritten immediately
-    return a_lam, b_lam, n_skipped
 
 
 def refine_prior(state):
@@ -730,10 +767,13 @@ def refine_prior(state):
     ``N(w_i | 0, 1/lambda) x cavity`` (Gaussian part by the ADF identity of §3.1,
     Gamma part by :func:`gamma_adf_update`), store the new factor as new ``q`` /
     cavity and overwrite ``q(w_i)`` and ``q(lambda)`` before the next weight.
+    A result that is not a valid Gaussian and Gamma leaves the factor unchanged
+    (a guard the reference does not need in practice).
 
     The sweep is a sequential scalar loop (``q(lambda)`` changes after every
-    weight), so it runs on the host with Python floats and the results are
-    moved back to the namespace of ``state.means``.
+    weight), so it runs compiled on the host
+    (:func:`~skbayesnn.inference.pbp_kernel.refine_prior_kernel`) and the results
+    are moved back to the namespace of ``state.means``.
 
     Parameters
     ----------
@@ -747,44 +787,30 @@ def refine_prior(state):
         Number of factors left unchanged by the guards.
     """
     xp = array_namespace(*state.means)
-    shapes = [tuple(m.shape) for m in state.means]
-
-    def flat(arrays):
-        return np.concatenate([asnumpy(a).ravel() for a in arrays]).tolist()
-
-    m, v = flat(state.means), flat(state.variances)
-    mh, vh = flat(state.m_hat_nat), flat(state.v_hat_nat)
-    ah, bh = flat(state.a_hat_nat), flat(state.b_hat_nat)
-    a_lam, b_lam, n_skipped = _refine_sweep(
-        m, v, mh, vh, ah, bh, float(state.alpha_prior), float(state.beta_prior)
+    fields = ("means", "variances", "m_hat_nat", "v_hat_nat", "a_hat_nat", "b_hat_nat")
+    host = {
+        f: tuple(np.array(asnumpy(a), dtype=np.float64) for a in getattr(state, f))
+        for f in fields
+    }
+    a_lam, b_lam, n_skipped = pbp_kernel.refine_prior_kernel(
+        *(host[f] for f in fields), float(state.alpha_prior), float(state.beta_prior)
     )
-
-    def unflat(values):
-        out, start = [], 0
-        host = np.asarray(values, dtype=np.float64)
-        for shape in shapes:
-            size = int(np.prod(shape))
-            out.append(xp.asarray(host[start : start + size].reshape(shape)))
-            start += size
-        return out
-
-    new_state = replace(
-        state,
-        means=unflat(m),
-        variances=unflat(v),
-        m_hat_nat=unflat(mh),
-        v_hat_nat=unflat(vh),
-        a_hat_nat=unflat(ah),
-        b_hat_nat=unflat(bh),
-        alpha_prior=a_lam,
-        beta_prior=b_lam,
-    )
-    return new_state, n_skipped
+    moved = {f: [xp.asarray(a) for a in host[f]] for f in fields}
+    return replace(state, alpha_prior=a_lam, beta_prior=b_lam, **moved), int(n_skipped)
 
 
-def run_epoch(state, X, y, order, *, min_var=MIN_VAR, refine=True):
+def run_epoch(
+    state, X, y, order, *, batch_size=1, spike_slab=False, min_var=MIN_VAR, refine=True
+):
     """One epoch of PBP (pbp.md §4.1): ADF over the points in ``order``, then
     one EP sweep over the prior factors.
+
+    NumPy arrays with ``batch_size=1`` go to the compiled kernel
+    (:func:`~skbayesnn.inference.pbp_kernel.run_epoch_kernel`, which also runs
+    the spike-and-slab messages of pbp.md §6); other namespaces, or batches, use
+    :func:`adf_update` point by point or batch by batch (Gaussian messages only
+    there; with bias units the spike-and-slab messages are the same, pbp.md
+    §6.6).
 
     Parameters
     ----------
@@ -796,6 +822,11 @@ def run_epoch(state, X, y, order, *, min_var=MIN_VAR, refine=True):
     order : sequence of int
         Indices of the points, in the order they are processed (a fresh random
         permutation every epoch in the reference).
+    batch_size : int, default=1
+        Points per update; 1 is PBP, larger batches combine each batch's
+        point updates as independent sites (module docstring, "Batches").
+    spike_slab : bool, default=False
+        Spike-and-slab messages (SSPBP, pbp.md §6).
     min_var : float, default=1e-100
         Rejection threshold of :func:`apply_adf_step`.
     refine : bool, default=True
@@ -806,20 +837,56 @@ def run_epoch(state, X, y, order, *, min_var=MIN_VAR, refine=True):
     new_state : PBPState
     info : dict
         ``n_rejected`` (weight updates rejected), ``n_noise_rejected`` (Gamma
-        updates discarded) and ``n_skipped`` (prior factors skipped), as ints.
+        updates discarded), ``n_skipped`` (prior factors skipped), as ints, and
+        ``log_z`` (the sum of the points' ``log Z`` before their updates).
     """
-    means, variances = state.means, state.variances
-    a_g, b_g = state.alpha_noise, state.beta_noise
-    n_rejected, n_noise = 0, 0
-    for i in order:
-        i = int(i)
-        res = adf_update(means, variances, a_g, b_g, X[i], y[i], min_var=min_var)
-        means, variances, a_g, b_g = res.means, res.variances, res.alpha_noise, res.beta_noise
-        n_rejected = n_rejected + res.n_rejected
-        n_noise = n_noise + res.noise_rejected
+    arrays = list(state.means) + list(state.variances) + [X, y]
+    if batch_size == 1 and all(type(a) is np.ndarray for a in arrays):
+        means = tuple(np.array(m, dtype=np.float64) for m in state.means)
+        variances = tuple(np.array(v, dtype=np.float64) for v in state.variances)
+        a_g, b_g, n_rejected, n_noise, log_z = pbp_kernel.run_epoch_kernel(
+            means,
+            variances,
+            np.ascontiguousarray(X, dtype=np.float64),
+            np.ascontiguousarray(y, dtype=np.float64),
+            np.asarray(order, dtype=np.int64),
+            float(state.alpha_noise),
+            float(state.beta_noise),
+            bool(state.bias),
+            bool(spike_slab),
+            float(min_var),
+        )
+        means, variances = list(means), list(variances)
+    else:
+        if spike_slab and not state.bias:
+            raise NotImplementedError(
+                "spike-and-slab messages without biases run on NumPy with batch_size=1 only."
+            )
+        means, variances = state.means, state.variances
+        a_g, b_g = state.alpha_noise, state.beta_noise
+        n_rejected, n_noise, log_z = 0, 0, 0.0
+        n = order.shape[0] if hasattr(order, "shape") else len(order)
+        for start in range(0, n, batch_size):
+            if batch_size == 1:
+                i = int(order[start])
+                x_b, y_b = X[i], y[i]
+            else:
+                idx = order[start : start + batch_size]
+                x_b, y_b = X[idx], y[idx]
+            res = adf_update(means, variances, a_g, b_g, x_b, y_b, bias=state.bias, min_var=min_var)
+            means, variances = res.means, res.variances
+            a_g, b_g = res.alpha_noise, res.beta_noise
+            n_rejected = n_rejected + res.n_rejected
+            n_noise = n_noise + res.noise_rejected
+            log_z = log_z + res.log_z
     new_state = replace(state, means=means, variances=variances, alpha_noise=a_g, beta_noise=b_g)
     n_skipped = 0
     if refine:
         new_state, n_skipped = refine_prior(new_state)
-    info = dict(n_rejected=int(n_rejected), n_noise_rejected=int(n_noise), n_skipped=n_skipped)
+    info = dict(
+        n_rejected=int(n_rejected),
+        n_noise_rejected=int(n_noise),
+        n_skipped=n_skipped,
+        log_z=float(log_z),
+    )
     return new_state, info

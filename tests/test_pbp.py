@@ -1,0 +1,209 @@
+"""PBPRegressor (skbayesnn.pbp)."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skbayesnn import PBPRegressor
+from skbayesnn.core.propagate import propagate
+from skbayesnn.inference import pbp
+from skbayesnn.metrics import neg_nlpd_scorer, nlpd
+
+
+@parametrize_with_checks(
+    [
+        PBPRegressor(hidden_layer_sizes=(10,), max_epochs=5, random_state=0),
+        PBPRegressor(hidden_layer_sizes=(8, 6), max_epochs=3, batch_size=4, random_state=0),
+    ]
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+def _sine(rng, n=300, noise=0.1):
+    X = rng.uniform(-2, 2, size=(n, 1))
+    y = np.sin(2 * X[:, 0]) + noise * rng.normal(size=n)
+    return X, y
+
+
+def _weights(model):
+    return model.state_.means + model.state_.variances
+
+
+def test_learns_a_smooth_function_with_calibrated_uncertainty(rng):
+    X, y = _sine(rng, 500)
+    reg = PBPRegressor(hidden_layer_sizes=(50,), max_epochs=40, random_state=0).fit(X, y)
+    X_test = rng.uniform(-2, 2, size=(1000, 1))
+    f_test = np.sin(2 * X_test[:, 0])
+    dist = reg.predict_dist(X_test)
+    assert np.sqrt(np.mean((dist.mean() - f_test) ** 2)) < 0.05  # well under the noise 0.1
+    y_test = f_test + 0.1 * rng.normal(size=1000)
+    lo, hi = dist.interval(0.95)
+    coverage = np.mean((y_test >= lo) & (y_test <= hi))
+    assert 0.92 < coverage < 0.99  # nominal 0.95 within ~3 binomial SE (0.007)
+    # The noise estimate approaches the true noise variance 0.01 (pbp.md §3.3).
+    assert 0.005 < reg.noise_variance_ < 0.02
+    np.testing.assert_allclose(dist.aleatoric_var, reg.noise_variance_, rtol=1e-12)
+    assert np.all(dist.epistemic_var > 0)
+    np.testing.assert_allclose(dist.var(), dist.epistemic_var + dist.aleatoric_var, rtol=1e-12)
+    assert reg.n_iter_ == 40 and len(reg.log_z_curve_) == 40
+    # The training log Z rises from the prior's to near the test log density.
+    assert reg.log_z_curve_[-1] > reg.log_z_curve_[0] + 1.0
+    assert reg.log_z_curve_[-1] == pytest.approx(-nlpd(y_test, dist), abs=0.15)
+
+
+def test_predictions_are_the_moment_matched_propagation_of_the_posterior(rng):
+    # pbp.md §2 / §13: PBP's forward moments are the shared core's moment-matched
+    # propagation of the same posterior (scaling folded into the weights).
+    X = rng.normal(size=(80, 3))
+    y = X[:, 0] - 2 * np.abs(X[:, 1]) + 0.3 * rng.normal(size=80)
+    reg = PBPRegressor(hidden_layer_sizes=(12, 7), max_epochs=5, random_state=1).fit(X, y)
+    m, v = propagate(reg.posterior_, reg.x_scaler_.transform(X), act_approx="moment_match")
+    dist = reg.predict_dist(X)
+    scale, shift = reg.y_scaler_.scale_[0], reg.y_scaler_.mean_[0]
+    np.testing.assert_allclose(dist.mean(), m[:, 0] * scale + shift, rtol=1e-12)
+    np.testing.assert_allclose(dist.epistemic_var, v[:, 0] * scale**2, rtol=1e-12)
+
+
+def test_partial_fit_one_pass_equals_one_epoch_of_fit(rng):
+    X, y = _sine(rng, 97)
+    kw = dict(hidden_layer_sizes=(12,), random_state=3)
+    fitted = PBPRegressor(max_epochs=1, shuffle=False, **kw).fit(X, y)
+    online = PBPRegressor(**kw).partial_fit(X, y)
+    for a, b in zip(_weights(fitted), _weights(online)):
+        np.testing.assert_array_equal(a, b)
+    assert online.n_iter_ == 1
+    # Streaming continues from the posterior: a second call is a second epoch.
+    online.partial_fit(X, y)
+    twice = PBPRegressor(max_epochs=2, shuffle=False, **kw).fit(X, y)
+    for a, b in zip(_weights(twice), _weights(online)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_warm_start_continues_training(rng):
+    X, y = _sine(rng, 60)
+    kw = dict(hidden_layer_sizes=(8,), random_state=5)
+    whole = PBPRegressor(max_epochs=5, **kw).fit(X, y)
+    warm = PBPRegressor(max_epochs=2, warm_start=True, **kw).fit(X, y)
+    warm.set_params(max_epochs=3).fit(X, y)
+    assert warm.n_iter_ == 5
+    for a, b in zip(_weights(whole), _weights(warm)):
+        np.testing.assert_array_equal(a, b)
+    # Without warm_start a second fit starts again from the prior.
+    cold = PBPRegressor(max_epochs=2, **kw).fit(X, y).fit(X, y)
+    assert cold.n_iter_ == 2
+
+
+def test_reproducible_under_random_state_and_pickle(rng):
+    X, y = _sine(rng, 80)
+    a = PBPRegressor(hidden_layer_sizes=(10,), max_epochs=4, random_state=11).fit(X, y)
+    b = PBPRegressor(hidden_layer_sizes=(10,), max_epochs=4, random_state=11).fit(X, y)
+    c = PBPRegressor(hidden_layer_sizes=(10,), max_epochs=4, random_state=12).fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert not np.array_equal(a.predict(X), c.predict(X))
+    loaded = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(loaded.predict(X), a.predict(X))
+
+
+def test_hard_data_never_gives_nan_or_negative_variance(rng):
+    # Targets in the millions, a constant feature, duplicated rows, gross
+    # outliers and a long run (pbp.md §4.4): every parameter stays finite,
+    # every variance positive, and the predictive is finite.
+    X = rng.normal(size=(120, 3))
+    X[:, 1] = 7.0
+    X = np.vstack([X, X[:30]])
+    y = 1e6 * (np.sin(X[:, 0]) + 0.05 * rng.normal(size=150))
+    y[::25] += 5e7
+    reg = PBPRegressor(hidden_layer_sizes=(20,), max_epochs=200, random_state=0).fit(X, y)
+    for arr in _weights(reg):
+        assert np.all(np.isfinite(arr))
+    assert all(np.all(v > 0) for v in reg.state_.variances)
+    assert np.isfinite(reg.noise_variance_) and reg.noise_variance_ > 0
+    mean, std = reg.predict(X, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(std > 0)
+    # The same on a batched (parallel ADF) fit.
+    reg = PBPRegressor(hidden_layer_sizes=(20,), max_epochs=50, batch_size=16, random_state=0)
+    reg.fit(X, y)
+    assert all(np.all(np.isfinite(v)) and np.all(v > 0) for v in reg.state_.variances)
+    assert np.all(np.isfinite(reg.predict(X)))
+
+
+def test_batched_updates_stay_close_to_sequential_pbp(rng):
+    # batch_size > 1 (the GPU path) is parallel ADF, an approximation: on a
+    # smooth problem it should learn the function about as well as PBP.
+    X, y = _sine(rng, 400)
+    X_test = rng.uniform(-2, 2, size=(500, 1))
+    f_test = np.sin(2 * X_test[:, 0])
+    errors = {}
+    for batch_size in (1, 10):
+        reg = PBPRegressor(
+            hidden_layer_sizes=(30,), max_epochs=40, batch_size=batch_size, random_state=0
+        ).fit(X, y)
+        errors[batch_size] = np.sqrt(np.mean((reg.predict(X_test) - f_test) ** 2))
+    assert errors[1] < 0.05 and errors[10] < 0.08
+
+
+def test_pipeline_and_grid_search_on_the_noise_prior(rng):
+    X, y = _sine(rng, 150)
+    grid = GridSearchCV(
+        make_pipeline(StandardScaler(), PBPRegressor(hidden_layer_sizes=(10,), max_epochs=5)),
+        {"pbpregressor__noise_prior": [(6.0, 6.0), (2.0, 0.1)]},
+        scoring=neg_nlpd_scorer,
+        cv=3,
+    ).fit(X, y)
+    assert grid.best_params_["pbpregressor__noise_prior"] in [(6.0, 6.0), (2.0, 0.1)]
+    assert np.isfinite(grid.best_score_)
+    assert grid.predict(X[:4]).shape == (4,)
+
+
+def test_bad_parameters(rng):
+    X, y = _sine(rng, 20)
+    for kw, match in [
+        (dict(prior=(1.0, 1.0)), "shape > 1"),
+        (dict(noise_prior=(6.0, -1.0)), "rate > 0"),
+        (dict(prior=(6.0,)), "pair"),
+        (dict(hidden_layer_sizes=(10, 0)), "positive integers"),
+        (dict(spike_and_slab=True, fit_bias=False, batch_size=4), "batch_size=1"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            PBPRegressor(max_epochs=1, **kw).fit(X, y)
+    with pytest.raises(ValueError, match="max_epochs"):
+        PBPRegressor(max_epochs=0).fit(X, y)
+
+
+def test_bias_free_network(rng):
+    # fit_bias=False (pbp.md §1.1, §6.7): layers without a bias column, inputs
+    # scaled by 1/sqrt(n_in); the predictive is still the moment-matched
+    # propagation of the posterior (zero biases).
+    X = rng.normal(size=(100, 2))
+    y = np.abs(X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=100)
+    reg = PBPRegressor(hidden_layer_sizes=(15,), max_epochs=10, fit_bias=False, random_state=0)
+    reg.fit(X, y)
+    assert [m.shape for m in reg.state_.means] == [(15, 2), (1, 15)]
+    post = reg.posterior_
+    assert all(np.all(b == 0) for b in post.bias_means + post.bias_vars)
+    m, v = propagate(post, reg.x_scaler_.transform(X), act_approx="moment_match")
+    np.testing.assert_allclose(
+        reg.predict(X), m[:, 0] * reg.y_scaler_.scale_[0] + reg.y_scaler_.mean_[0], rtol=1e-12
+    )
+
+
+def test_namespace_path_with_batches_of_one_equals_the_kernel(strict_xp, rng):
+    # run_epoch on another namespace (the GPU stand-in) with batch_size=1 runs
+    # the same sequential PBP as the compiled kernel.
+    xp, asarray = strict_xp
+    X = rng.normal(size=(30, 2))
+    y = rng.normal(size=30)
+    order = rng.permutation(30)
+    ref = pbp.init_state([2, 9, 1], rng=np.random.default_rng(4))
+    dev = pbp.init_state([2, 9, 1], rng=np.random.default_rng(4), xp=xp)
+    for _ in range(3):
+        ref, _ = pbp.run_epoch(ref, X, y, order)
+        dev, _ = pbp.run_epoch(dev, asarray(X), asarray(y), asarray(order))
+    for a, b in zip(ref.means + ref.variances, dev.means + dev.variances):
+        np.testing.assert_allclose(np.asarray(b), a, rtol=1e-9, atol=1e-12)

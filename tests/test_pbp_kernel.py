@@ -1,0 +1,154 @@
+"""The compiled PBP kernel (skbayesnn.inference.pbp_kernel) against the array engine."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import special
+
+from skbayesnn.inference import pbp, pbp_kernel
+
+
+def _random_net(rng, sizes, bias=True, mean_scale=1.5, var_range=(0.02, 1.0)):
+    """Layers with varied means and variances, so that the hidden ReLUs sit in
+    every regime (mostly off, mixed, mostly on)."""
+    means, variances = [], []
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        shape = (n_out, n_in + int(bias))
+        means.append(mean_scale * rng.normal(size=shape))
+        variances.append(rng.uniform(*var_range, size=shape))
+    return means, variances
+
+
+def _kernel_epoch(means, variances, X, y, order, a, b, *, bias=True, spike_slab=False,
+                  min_var=pbp.MIN_VAR):  # fmt: skip
+    Ms = tuple(m.copy() for m in means)
+    Vs = tuple(v.copy() for v in variances)
+    out = pbp_kernel.run_epoch_kernel(
+        Ms, Vs, X, y, np.asarray(order, dtype=np.int64), a, b, bias, spike_slab, min_var
+    )
+    return list(Ms), list(Vs), out
+
+
+def _engine_epoch(means, variances, X, y, order, a, b, *, bias=True, min_var=pbp.MIN_VAR):
+    n_rej, n_noise, total = 0, 0, 0.0
+    for i in order:
+        res = pbp.adf_update(means, variances, a, b, X[i], y[i], bias=bias, min_var=min_var)
+        means, variances, a, b = res.means, res.variances, res.alpha_noise, res.beta_noise
+        n_rej += int(res.n_rejected)
+        n_noise += int(res.noise_rejected)
+        total += float(res.log_z)
+    return means, variances, (float(a), float(b), n_rej, n_noise, total)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("sizes", [[3, 1], [3, 7, 1], [2, 6, 5, 1]])
+def test_kernel_epoch_equals_point_by_point_engine(rng, sizes, bias):
+    means, variances = _random_net(rng, sizes, bias=bias)
+    X = 2.0 * rng.normal(size=(40, sizes[0]))
+    y = rng.normal(size=40)
+    order = rng.permutation(40)
+    got_m, got_v, got = _kernel_epoch(means, variances, X, y, order, 5.0, 3.0, bias=bias)
+    ref_m, ref_v, ref = _engine_epoch(means, variances, X, y, order, 5.0, 3.0, bias=bias)
+    # Same arithmetic in another order of operations: rounding only, amplified
+    # a little over 40 sequential updates.
+    for a, b in zip(got_m + got_v, ref_m + ref_v):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got[:2], ref[:2], rtol=1e-9)
+    assert got[2:4] == ref[2:4]
+    np.testing.assert_allclose(got[4], ref[4], rtol=1e-10)
+
+
+def test_kernel_rejects_the_same_weights_as_the_engine(rng):
+    # A threshold far above rounding level makes many updates fail; both must
+    # reject exactly the same ones (pbp.md §4.4: per weight, old value kept).
+    means, variances = _random_net(rng, [2, 6, 1])
+    X = rng.normal(size=(30, 2))
+    y = 3.0 * rng.normal(size=30)
+    order = np.arange(30)
+    min_var = 0.3
+    got_m, got_v, got = _kernel_epoch(means, variances, X, y, order, 3.0, 0.2, min_var=min_var)
+    ref_m, ref_v, ref = _engine_epoch(means, variances, X, y, order, 3.0, 0.2, min_var=min_var)
+    assert got[2] == ref[2] > 0
+    for a, b in zip(got_m + got_v, ref_m + ref_v):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    for v, v0 in zip(got_v, variances):
+        assert np.all((v > min_var) | (v == v0))
+
+
+def test_spike_and_slab_with_bias_units_is_pbp(rng):
+    # pbp.md §6.6: with a bias input every linear layer's spike probability is
+    # exactly 0, so spike-and-slab messages reproduce PBP's updates.
+    means, variances = _random_net(rng, [3, 8, 6, 1])
+    X = rng.normal(size=(50, 3))
+    y = rng.normal(size=50)
+    order = rng.permutation(50)
+    pbp_m, pbp_v, pbp_out = _kernel_epoch(means, variances, X, y, order, 6.0, 6.0)
+    ss_m, ss_v, ss_out = _kernel_epoch(means, variances, X, y, order, 6.0, 6.0, spike_slab=True)
+    for a, b in zip(ss_m + ss_v, pbp_m + pbp_v):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(ss_out[:2], pbp_out[:2], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "mean, var",
+    [(0.3, 1.0), (-2.0, 0.5), (1.5, 0.2), (-0.2, 3.0), (-29.0, 1.0), (-31.0, 1.0),
+     (-45.0, 1.0), (-1e3, 1.0), (40.0, 1.0), (2.0, 0.0), (-2.0, 0.0), (0.0, 1e-300)],
+)  # fmt: skip
+def test_relu_parts_equal_the_array_core(mean, var):
+    from skbayesnn.core.activations import relu_moments
+
+    mr, vr, cdf, ccdf, pos, a, std = pbp_kernel._relu_parts(mean, var)
+    m_ref, v_ref, cdf_ref = relu_moments(np.array(mean), np.array(var))
+    ccdf_ref, pos_ref = pbp._relu_backward_terms(np, np.array(mean), np.array(var))
+    # Phi(a) in the far tail is conditioned by a^2: rounding a/sqrt(2) alone
+    # moves erfc by ~a^2 ulp (scipy's ndtr and libm's erfc alike), and the
+    # core's E[ReLU] and Var[ReLU] lose a further ~a^2 and ~a^4 ulp to the
+    # cancellation in a + gamma and 1 - gamma (a + gamma), which the kernel
+    # avoids (see test_inverse_mills_ratio_on_both_branches).
+    eps = np.finfo(float).eps
+    a2 = min(a * a, 2500.0)
+    np.testing.assert_allclose([cdf, ccdf], [cdf_ref, ccdf_ref], rtol=4e-15 + 4 * a2 * eps,
+                               atol=1e-300)  # fmt: skip
+    np.testing.assert_allclose(mr, m_ref, rtol=4e-15 + 8 * a2 * eps, atol=1e-300)
+    np.testing.assert_allclose(vr, v_ref, rtol=4e-15 + 8 * a2 * a2 * eps, atol=1e-300)
+    np.testing.assert_allclose(pos, pos_ref, rtol=4e-15 + 4 * a2 * eps, atol=1e-300)
+
+
+@pytest.mark.parametrize(
+    "a", [2.0, 0.0, -1.0, -2.999, -3.0, -3.5, -5.0, -9.0, -29.9, -30.0, -38.0, -49.0, -50.0]
+)
+def test_inverse_mills_ratio_on_both_branches(a):
+    # phi(a)/Phi(a) = sqrt(2/pi) / erfcx(-a/sqrt(2)) (free of underflow); the
+    # direct ratio above -3 and the continued fraction below must both match it
+    # to a few ulp (pbp.md §2.2 quotes 30.0332597 at a = -30).
+    exact = math.sqrt(2.0 / math.pi) / special.erfcx(-a / math.sqrt(2.0))
+    pdf = math.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
+    gamma, a_plus_gamma, trunc = pbp_kernel._inverse_mills_ratio(a, pdf, special.ndtr(a))
+    np.testing.assert_allclose(gamma, exact, rtol=2e-15)
+    # The reference offsets a + gamma and 1 - gamma (a + gamma) are differences
+    # that lose digits (factors k1, k2); the kernel's are either the same
+    # differences (a >= -3) or cancellation-free.
+    k1 = 1.0 + exact / (a + exact)
+    ref_trunc = 1.0 - exact * (a + exact)
+    k2 = k1 * (1.0 + exact * (a + exact) / ref_trunc)
+    np.testing.assert_allclose(a_plus_gamma, a + exact, rtol=3e-15 * k1)
+    np.testing.assert_allclose(trunc, ref_trunc, rtol=3e-15 * k2)
+    if a == -30.0:
+        assert gamma == pytest.approx(30.0332597, abs=1e-7)
+
+
+def test_refine_prior_kernel_leaves_skipped_factors_untouched():
+    # A factor whose cavity variance would be negative (its factor precision
+    # exceeds the posterior precision) is skipped, nothing about it changes,
+    # and q(lambda) moves only through the factors that are updated.
+    M = (np.array([[0.4, -0.3]]),)
+    V = (np.array([[0.5, 0.5]]),)
+    mh = (np.zeros((1, 2)),)
+    vh = (np.array([[3.0, 0.5]]),)  # 1/0.5 - 3 < 0: skipped; 1/0.5 - 0.5 > 0: updated
+    ah = (np.zeros((1, 2)),)
+    bh = (np.zeros((1, 2)),)
+    a_lam, b_lam, n_skipped = pbp_kernel.refine_prior_kernel(M, V, mh, vh, ah, bh, 6.0, 6.0)
+    assert n_skipped == 1
+    assert M[0][0, 0] == 0.4 and V[0][0, 0] == 0.5 and vh[0][0, 0] == 3.0
+    assert V[0][0, 1] != 0.5 and (a_lam, b_lam) != (6.0, 6.0)
