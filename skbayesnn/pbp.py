@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._backend import asnumpy
 from .base import BaseBayesianRegressor, PartialFitMixin, check_hidden_layer_sizes
-from .inference import pbp
+from .distributions import GaussianMixturePredictive
+from .inference import pbp, pbp_spike_slab
 
 
 def _check_gamma_prior(value, name):
@@ -60,7 +62,10 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         ``(shape, rate)`` of the Gamma prior on the noise precision, in units of
         the standardised target (prior mean noise variance 1.2).
     spike_and_slab : bool, default=False
-        Spike-and-slab messages (SSPBP, pbp.md §6).
+        Spike-and-slab messages (SSPBP, pbp.md §6): each unit's message is a
+        point mass at 0 plus a Gaussian slab.  With ``fit_bias=True`` the
+        updates and predictions are exactly PBP's (§6.6); without biases they
+        differ and the predictive is a two-component mixture.
     fit_bias : bool, default=True
         Give every layer a bias unit.  ``False`` is the bias-free network of the
         SSPBP study (pbp.md §6.7), where spike-and-slab messages differ from
@@ -203,7 +208,6 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         return self
 
     def _init_online(self, n_features, n_outputs, xp, rng):
-        self._check_settings()
         prior_shape, prior_rate = _check_gamma_prior(self.prior, "prior")
         noise_shape, noise_rate = _check_gamma_prior(self.noise_prior, "noise_prior")
         sizes = [n_features, *check_hidden_layer_sizes(self.hidden_layer_sizes), n_outputs]
@@ -223,22 +227,12 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self.n_noise_rejected_ = 0
         self.n_prior_skipped_ = 0
 
-    def _check_settings(self):
-        if self.spike_and_slab and not self.fit_bias and (
-            self.batch_size != 1 or self.device != "cpu"
-        ):
-            raise ValueError(
-                "spike_and_slab=True with fit_bias=False runs on the CPU kernel only: "
-                "use batch_size=1 and device='cpu'."
-            )
-
     def _fit_scaled(self, X, Y, xp, rng):
         self._init_online(X.shape[1], Y.shape[1], xp, rng)
         self._train(X, Y, xp, rng)
 
     def _train(self, X, Y, xp, rng):
         """``max_epochs`` epochs on standardised data, from the current state."""
-        self._check_settings()
         n = X.shape[0]
         for _ in range(self.max_epochs):
             order = rng.permutation(n) if self.shuffle else np.arange(n)
@@ -274,6 +268,74 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self._log(f"epoch {self.n_iter_}: mean log Z {self.log_z_curve_[-1]:.4f}", level=2)
 
     # -------------------------------------------------------------- predict
+    def _mixture_output(self):
+        # Spike-and-slab messages without biases: the output is a spike at 0 and
+        # a slab (pbp.md §6.5, §6.7); with biases it is PBP's Gaussian (§6.6).
+        return self.spike_and_slab and not self.state_.bias
+
+    def predict_dist(self, X):
+        """Predictive distribution at ``X``, in the target's original units.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        dist : NormalPredictive or GaussianMixturePredictive
+            PBP's Gaussian ``N(m, v + noise_variance_)`` with its
+            ``epistemic_var`` (the weights) and ``aleatoric_var`` (the noise)
+            parts.  With ``spike_and_slab=True`` and ``fit_bias=False``, the
+            two-component mixture ``(1 - rho) N(y_mean, noise) + rho N(m, v +
+            noise)`` of pbp.md §6.5, its spike at the training mean of ``y``
+            (the standardised 0); ``aleatoric_var`` is the noise variance.
+        """
+        if not (hasattr(self, "state_") and self._mixture_output()):
+            return super().predict_dist(X)
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        xp = self._namespace()
+        s = self.state_
+        rho, slab_mean, slab_var, _ = pbp_spike_slab.forward(
+            s.means, s.variances, self._scale_X(X, xp), bias=False
+        )
+        rho, slab_mean, slab_var = (asnumpy(a)[:, 0] for a in (rho, slab_mean, slab_var))
+        scale, shift = self.y_scaler_.scale_[0], self.y_scaler_.mean_[0]
+        noise = self.noise_variance_
+        means = np.column_stack([np.full_like(slab_mean, shift), slab_mean * scale + shift])
+        variances = np.column_stack(
+            [np.full_like(slab_var, noise), np.maximum(slab_var, 0.0) * scale**2 + noise]
+        )
+        weights = np.column_stack([1.0 - rho, rho])
+        return GaussianMixturePredictive(means, variances, weights, aleatoric_vars=noise)
+
+    def slab_probabilities(self, X):
+        """Slab probability of every layer's linear output (spike-and-slab only).
+
+        ``rho = 1 - prod_i (1 - rho_i)`` over the layer's inputs: the
+        probability that the pre-activation is not exactly 0 (pbp.md §6.3), the
+        diagnostic of the SSPBP study's Table 3.2 (pbp.md §7.8).  Exactly 1
+        everywhere with bias units.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        rho : ndarray of shape (n_samples, n_layers)
+            One column per weight layer, the output layer last.
+        """
+        check_is_fitted(self)
+        if not self.spike_and_slab:
+            raise ValueError("slab_probabilities needs a model fitted with spike_and_slab=True.")
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        s = self.state_
+        _, _, _, layer_rho = pbp_spike_slab.forward(
+            s.means, s.variances, self._scale_X(X, self._namespace()), bias=s.bias
+        )
+        return np.column_stack([asnumpy(r) for r in layer_rho])
+
     def _predict_moments_scaled(self, X, xp):
         s = self.state_
         mean, model_var, noise_var = pbp.predictive_moments(

@@ -4,6 +4,7 @@ import pickle
 
 import numpy as np
 import pytest
+from scipy import stats
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -11,7 +12,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skbayesnn import PBPRegressor
 from skbayesnn.core.propagate import propagate
-from skbayesnn.inference import pbp
+from skbayesnn.inference import pbp, pbp_spike_slab
 from skbayesnn.metrics import neg_nlpd_scorer, nlpd
 
 
@@ -19,6 +20,13 @@ from skbayesnn.metrics import neg_nlpd_scorer, nlpd
     [
         PBPRegressor(hidden_layer_sizes=(10,), max_epochs=5, random_state=0),
         PBPRegressor(hidden_layer_sizes=(8, 6), max_epochs=3, batch_size=4, random_state=0),
+        PBPRegressor(
+            hidden_layer_sizes=(8, 6),
+            max_epochs=3,
+            spike_and_slab=True,
+            fit_bias=False,
+            random_state=0,
+        ),
     ]
 )
 def test_sklearn_compatible_estimator(estimator, check):
@@ -168,7 +176,6 @@ def test_bad_parameters(rng):
         (dict(noise_prior=(6.0, -1.0)), "rate > 0"),
         (dict(prior=(6.0,)), "pair"),
         (dict(hidden_layer_sizes=(10, 0)), "positive integers"),
-        (dict(spike_and_slab=True, fit_bias=False, batch_size=4), "batch_size=1"),
     ]:
         with pytest.raises(ValueError, match=match):
             PBPRegressor(max_epochs=1, **kw).fit(X, y)
@@ -205,5 +212,74 @@ def test_namespace_path_with_batches_of_one_equals_the_kernel(strict_xp, rng):
     for _ in range(3):
         ref, _ = pbp.run_epoch(ref, X, y, order)
         dev, _ = pbp.run_epoch(dev, asarray(X), asarray(y), asarray(order))
+    for a, b in zip(ref.means + ref.variances, dev.means + dev.variances):
+        np.testing.assert_allclose(np.asarray(b), a, rtol=1e-9, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# spike-and-slab messages (pbp.md §6)
+# ---------------------------------------------------------------------------
+
+
+def test_spike_and_slab_with_bias_units_reproduces_pbp(rng):
+    # pbp.md §6.6: with a bias input every linear output's spike probability is
+    # exactly 0, so SSPBP is PBP: the same posterior and predictive.
+    X = rng.normal(size=(150, 3))
+    y = np.maximum(X[:, 0], 0) - X[:, 1] + 0.2 * rng.normal(size=150)
+    kw = dict(hidden_layer_sizes=(20, 10), max_epochs=8, random_state=2)
+    plain = PBPRegressor(**kw).fit(X, y)
+    ss = PBPRegressor(spike_and_slab=True, **kw).fit(X, y)
+    for a, b in zip(_weights(ss), _weights(plain)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ss.predict(X), plain.predict(X), rtol=1e-9)
+    np.testing.assert_array_equal(ss.slab_probabilities(X), 1.0)
+
+
+def test_spike_and_slab_without_bias_gives_the_mixture_predictive(rng):
+    # pbp.md §6.5, §6.7: without biases the output is a spike at (standardised)
+    # 0 plus a slab; the mixture's density is the one SSPBP trains on.
+    X = np.abs(rng.normal(size=(150, 3)))
+    y = np.maximum(X[:, 0] - X[:, 1], 0) + 0.1 * rng.normal(size=150)
+    kw = dict(hidden_layer_sizes=(6, 4), max_epochs=10, fit_bias=False, random_state=0)
+    ss = PBPRegressor(spike_and_slab=True, **kw).fit(X, y)
+    gauss = PBPRegressor(**kw).fit(X, y)
+    dist = ss.predict_dist(X)
+    rho = ss.slab_probabilities(X)
+    assert rho.shape == (150, 3) and np.all(rho[:, 0] == 1.0)  # the first layer is Gaussian
+    assert np.all((rho > 0) & (rho <= 1))
+    # The mixture's components against the array engine, in original units.
+    s = ss.state_
+    r, m, v, layer_rho = pbp_spike_slab.forward(
+        s.means, s.variances, ss.x_scaler_.transform(X), bias=False
+    )
+    np.testing.assert_allclose(rho[:, -1], r[:, 0], rtol=1e-15)
+    scale, shift = ss.y_scaler_.scale_[0], ss.y_scaler_.mean_[0]
+    noise = ss.noise_variance_
+    want = (1 - r[:, 0]) * stats.norm.pdf(y, shift, np.sqrt(noise)) + r[:, 0] * stats.norm.pdf(
+        y, m[:, 0] * scale + shift, np.sqrt(v[:, 0] * scale**2 + noise)
+    )
+    np.testing.assert_allclose(dist.logpdf(y), np.log(want), rtol=1e-10)
+    np.testing.assert_allclose(dist.aleatoric_var, noise, rtol=1e-12)
+    mean, std = ss.predict(X, return_std=True)
+    np.testing.assert_allclose(mean, r[:, 0] * (m[:, 0] * scale + shift) + (1 - r[:, 0]) * shift)
+    assert np.all(std > 0)
+    # The training updates differ from PBP's Gaussian messages in the same net.
+    assert max(np.max(np.abs(a - b)) for a, b in zip(_weights(ss), _weights(gauss))) > 1e-3
+    with pytest.raises(ValueError, match="spike_and_slab"):
+        gauss.slab_probabilities(X)
+
+
+def test_spike_and_slab_batches_on_the_array_path_match_the_kernel(strict_xp, rng):
+    # The bias-free spike-and-slab updates also run on the namespace path (GPU):
+    # point by point there equals the compiled kernel.
+    xp, asarray = strict_xp
+    X = np.abs(rng.normal(size=(20, 2)))
+    y = rng.normal(size=20)
+    order = rng.permutation(20)
+    ref = pbp.init_state([2, 5, 4, 1], rng=np.random.default_rng(9), bias=False)
+    dev = pbp.init_state([2, 5, 4, 1], rng=np.random.default_rng(9), xp=xp, bias=False)
+    for _ in range(2):
+        ref, _ = pbp.run_epoch(ref, X, y, order, spike_slab=True)
+        dev, _ = pbp.run_epoch(dev, asarray(X), asarray(y), asarray(order), spike_slab=True)
     for a, b in zip(ref.means + ref.variances, dev.means + dev.variances):
         np.testing.assert_allclose(np.asarray(b), a, rtol=1e-9, atol=1e-12)

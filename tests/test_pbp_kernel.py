@@ -30,10 +30,13 @@ def _kernel_epoch(means, variances, X, y, order, a, b, *, bias=True, spike_slab=
     return list(Ms), list(Vs), out
 
 
-def _engine_epoch(means, variances, X, y, order, a, b, *, bias=True, min_var=pbp.MIN_VAR):
+def _engine_epoch(means, variances, X, y, order, a, b, *, bias=True, spike_slab=False,
+                  min_var=pbp.MIN_VAR):  # fmt: skip
     n_rej, n_noise, total = 0, 0, 0.0
     for i in order:
-        res = pbp.adf_update(means, variances, a, b, X[i], y[i], bias=bias, min_var=min_var)
+        res = pbp.adf_update(
+            means, variances, a, b, X[i], y[i], bias=bias, spike_slab=spike_slab, min_var=min_var
+        )
         means, variances, a, b = res.means, res.variances, res.alpha_noise, res.beta_noise
         n_rej += int(res.n_rejected)
         n_noise += int(res.noise_rejected)
@@ -88,6 +91,36 @@ def test_spike_and_slab_with_bias_units_is_pbp(rng):
     for a, b in zip(ss_m + ss_v, pbp_m + pbp_v):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(ss_out[:2], pbp_out[:2], rtol=1e-12)
+
+
+@pytest.mark.parametrize("mean_shift, sparse", [(0.0, False), (-0.7, False), (-1.0, True)])
+def test_kernel_spike_and_slab_without_bias_equals_the_array_engine(rng, mean_shift, sparse):
+    # Two independent implementations of SSPBP's bias-free updates (the kernel's
+    # fused scalar backward pass and pbp_spike_slab's array one) agree over an
+    # epoch, also where the spikes carry most of the mass (mean_shift -1:
+    # most ReLUs off, slab probabilities well below 1).
+    from skbayesnn.inference import pbp_spike_slab
+
+    means, variances = _random_net(rng, [3, 6, 5, 1], bias=False)
+    means = [m + mean_shift for m in means]
+    # Positive inputs, so that a negative shift of the means switches most
+    # first-layer ReLUs off whatever the draw.
+    X = 2.0 * np.abs(rng.normal(size=(25, 3)))
+    y = rng.normal(size=25)
+    layer_rho = pbp_spike_slab.forward(means, variances, X, bias=False)[3]
+    assert (np.median(layer_rho[1]) < 0.5) == sparse
+    order = rng.permutation(25)
+    kw = dict(bias=False, spike_slab=True)
+    got_m, got_v, got = _kernel_epoch(means, variances, X, y, order, 7.0, 2.0, **kw)
+    ref_m, ref_v, ref = _engine_epoch(means, variances, X, y, order, 7.0, 2.0, **kw)
+    for a, b in zip(got_m + got_v, ref_m + ref_v):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got[:2], ref[:2], rtol=1e-9)
+    assert got[2:4] == ref[2:4]
+    np.testing.assert_allclose(got[4], ref[4], rtol=1e-10)
+    # ... and differ from Gaussian (PBP) messages in the same bias-free net.
+    pbp_m, _, _ = _kernel_epoch(means, variances, X, y, order, 7.0, 2.0, bias=False)
+    assert max(np.max(np.abs(a - b)) for a, b in zip(pbp_m, got_m)) > 1e-3
 
 
 @pytest.mark.parametrize(

@@ -65,9 +65,9 @@ import numpy as np
 
 from .._backend import array_namespace, asnumpy, special
 from ..core.activations import relu_moments
-from ..core.linear import linear_moments
+from ..core.linear import linear_moments, linear_moments_vjp
 from ..core.posterior import GaussianMLPPosterior
-from . import pbp_kernel
+from . import pbp_kernel, pbp_spike_slab
 
 __all__ = [
     "MIN_VAR",
@@ -547,25 +547,18 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True):
     n_layers = len(means)
     grad_means, grad_variances = [None] * n_layers, [None] * n_layers
     for l in range(n_layers - 1, -1, -1):
-        s, M, V = scales[l], means[l], variances[l]
-        c = cache[l]
-        r = math.sqrt(s)
-        mz, vz = c.in_mean[:, None, :], c.in_var
-        dm_col, dv_col = dm[:, :, None], dv[:, :, None]
-        g_m = r * dm_col * mz
-        if vz is None:
-            g_v = s * dv_col * (mz * mz)
-        else:
-            vz = vz[:, None, :]
-            g_m = g_m + (2.0 * s) * dv_col * vz * M
-            g_v = s * dv_col * (mz * mz + vz)
-        grad_means[l], grad_variances[l] = g_m, g_v
+        s, c = scales[l], cache[l]
+        # a = sqrt(s) h and v^a = s v^h: chain the seeds through the scaling.
+        grads = linear_moments_vjp(
+            c.in_mean, c.in_var, means[l], variances[l], math.sqrt(s) * dm, s * dv,
+            input_grads=l > 0,
+        )  # fmt: skip
+        grad_means[l], grad_variances[l] = grads[0], grads[1]
         if l == 0:
             break
-        # Gradients with respect to this layer's input moments; the bias entry
-        # (last) is constant and dropped.
-        d_mz = r * (dm @ M) + (2.0 * s) * (dv @ V) * c.in_mean
-        d_vz = s * (dv @ (M * M + V))
+        # Through the ReLUs of the layer below; the bias entry (last) is
+        # constant and dropped.
+        d_mz, d_vz = grads[2], grads[3]
         if bias:
             d_mz, d_vz = d_mz[:, :-1], d_vz[:, :-1]
         below = cache[l - 1]
@@ -695,7 +688,16 @@ def _valid_gamma(xp, alpha, beta):
 
 
 def adf_update(
-    means, variances, alpha_noise, beta_noise, x, y, *, bias=True, min_var=MIN_VAR
+    means,
+    variances,
+    alpha_noise,
+    beta_noise,
+    x,
+    y,
+    *,
+    bias=True,
+    spike_slab=False,
+    min_var=MIN_VAR,
 ):
     """One PBP ADF step on the data point ``(x, y)`` (or on a batch of points).
 
@@ -723,6 +725,10 @@ def adf_update(
     x : array of shape (n_features,) or (n_points, n_features)
     y : float, 0-d array or array of shape (n_points,)
     bias : bool, default=True
+    spike_slab : bool, default=False
+        Spike-and-slab messages (pbp.md §6): ``log Z`` and its gradients from
+        :func:`skbayesnn.inference.pbp_spike_slab.log_z_grads`; the updates are
+        the same.
     min_var : float, default=1e-100
         Rejection threshold of the new variances.
 
@@ -732,7 +738,8 @@ def adf_update(
         New means and variances (new arrays), the new noise Gamma, ``log Z``
         before the update (summed over a batch), and the rejection counts.
     """
-    log_z0, g_m, g_v, log_z1, log_z2 = log_z_grads(
+    grads = pbp_spike_slab.log_z_grads if spike_slab else log_z_grads
+    log_z0, g_m, g_v, log_z1, log_z2 = grads(
         means, variances, x, y, alpha_noise, beta_noise, bias=bias
     )
     xp = array_namespace(x, *means)
@@ -806,11 +813,9 @@ def run_epoch(
     one EP sweep over the prior factors.
 
     NumPy arrays with ``batch_size=1`` go to the compiled kernel
-    (:func:`~skbayesnn.inference.pbp_kernel.run_epoch_kernel`, which also runs
-    the spike-and-slab messages of pbp.md §6); other namespaces, or batches, use
-    :func:`adf_update` point by point or batch by batch (Gaussian messages only
-    there; with bias units the spike-and-slab messages are the same, pbp.md
-    §6.6).
+    (:func:`~skbayesnn.inference.pbp_kernel.run_epoch_kernel`); other
+    namespaces, or batches, use :func:`adf_update` point by point or batch by
+    batch.
 
     Parameters
     ----------
@@ -858,10 +863,8 @@ def run_epoch(
         )
         means, variances = list(means), list(variances)
     else:
-        if spike_slab and not state.bias:
-            raise NotImplementedError(
-                "spike-and-slab messages without biases run on NumPy with batch_size=1 only."
-            )
+        # With bias units spike-and-slab messages are PBP's (pbp.md §6.6).
+        spike_slab = spike_slab and not state.bias
         means, variances = state.means, state.variances
         a_g, b_g = state.alpha_noise, state.beta_noise
         n_rejected, n_noise, log_z = 0, 0, 0.0
@@ -873,7 +876,17 @@ def run_epoch(
             else:
                 idx = order[start : start + batch_size]
                 x_b, y_b = X[idx], y[idx]
-            res = adf_update(means, variances, a_g, b_g, x_b, y_b, bias=state.bias, min_var=min_var)
+            res = adf_update(
+                means,
+                variances,
+                a_g,
+                b_g,
+                x_b,
+                y_b,
+                bias=state.bias,
+                spike_slab=spike_slab,
+                min_var=min_var,
+            )
             means, variances = res.means, res.variances
             a_g, b_g = res.alpha_noise, res.beta_noise
             n_rejected = n_rejected + res.n_rejected

@@ -70,3 +70,42 @@ def test_linear_moments_strict_namespace(strict_xp, rng):
     assert type(m).__name__ == "StrictArray" and type(v).__name__ == "StrictArray"
     np.testing.assert_allclose(np.asarray(m), m_ref, rtol=1e-14)
     np.testing.assert_allclose(np.asarray(v), v_ref, rtol=1e-14)
+
+
+@pytest.mark.parametrize("deterministic_input", [False, True])
+def test_linear_moments_vjp_matches_finite_differences(rng, deterministic_input):
+    # F = sum(c_m * h_mean + c_v * h_var) for fixed random weights c, so
+    # dF/dh = c; central differences of F in every parameter, step 1e-6
+    # (F is quadratic in M and the input mean, so only rounding remains).
+    from skbayesnn.core.linear import linear_moments_vjp
+
+    a_mean, wm = rng.normal(size=(3, 4)), rng.normal(size=(2, 4))
+    a_var = None if deterministic_input else rng.uniform(0.1, 1.0, size=(3, 4))
+    wv = rng.uniform(0.1, 1.0, size=(2, 4))
+    c_m, c_v = rng.normal(size=(3, 2)), rng.normal(size=(3, 2))
+
+    def F(am, av, m, v):
+        h_m, h_v = linear_moments(am, av, m, v)
+        return np.sum(c_m * h_m + c_v * h_v)
+
+    g_wm, g_wv, g_am, g_av = linear_moments_vjp(a_mean, a_var, wm, wv, c_m, c_v)
+    args = [a_mean, a_var, wm, wv]
+    # Weight gradients are per point: their sums over points are dF/dW.
+    for k, (got, arg) in enumerate(
+        [(g_am, 0), (g_av, 1), (g_wm.sum(axis=0), 2), (g_wv.sum(axis=0), 3)]
+    ):
+        if args[arg] is None:
+            continue
+        fd = np.zeros_like(args[arg])
+        for idx in np.ndindex(fd.shape):
+            plus = [a.copy() if a is not None else None for a in args]
+            minus = [a.copy() if a is not None else None for a in args]
+            plus[arg][idx] += 1e-6
+            minus[arg][idx] -= 1e-6
+            fd[idx] = (F(*plus) - F(*minus)) / 2e-6
+        np.testing.assert_allclose(got, fd, rtol=1e-7, atol=1e-8, err_msg=str(k))
+    # Point b's weight gradient only involves point b.
+    one = linear_moments_vjp(a_mean[1:2], None if a_var is None else a_var[1:2], wm, wv,
+                             c_m[1:2], c_v[1:2], input_grads=False)  # fmt: skip
+    np.testing.assert_allclose(one[0][0], g_wm[1], rtol=1e-15)
+    np.testing.assert_allclose(one[1][0], g_wv[1], rtol=1e-15)
