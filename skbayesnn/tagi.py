@@ -29,6 +29,12 @@ _TAGI_CONSTRAINTS = {
     "max_abs_z": [Interval(Real, 0, None, closed="neither"), None],
 }
 
+_EARLY_STOPPING_CONSTRAINTS = {
+    "early_stopping": ["boolean"],
+    "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+    "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+}
+
 
 class _TAGIMixin:
     """Network construction and the epoch loop shared by the TAGI estimators."""
@@ -54,6 +60,53 @@ class _TAGIMixin:
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             self.n_iter_ = epoch + 1
             yield epoch, order
+
+    def _train(self, X, Y, xp, rng, *, obs_mask=None, validation_score):
+        """Run the epochs of ``fit``, with early stopping if asked (tagi.md §6).
+
+        ``validation_score(rows)`` scores the current posterior on the given
+        rows of ``X`` (higher is better).
+        """
+        self.validation_scores_ = []
+        self.validation_indices_ = np.array([], dtype=np.intp)
+        train = np.arange(X.shape[0])
+        if self.early_stopping:
+            perm = rng.permutation(X.shape[0])
+            n_val = max(1, int(round(self.validation_fraction * X.shape[0])))
+            if n_val >= X.shape[0]:
+                raise ValueError(
+                    f"validation_fraction={self.validation_fraction} leaves no training rows "
+                    f"out of {X.shape[0]}."
+                )
+            self.validation_indices_ = np.sort(perm[:n_val])
+            val, train = xp.asarray(perm[:n_val]), perm[n_val:]
+            best_score, best = -np.inf, None
+        for epoch, order in self._epochs(len(train), rng):
+            self._run_epoch(X, Y, train[order], xp, obs_mask=obs_mask)
+            if not self.early_stopping:
+                self._log(f"epoch {epoch + 1}/{self.max_epochs}", level=2)
+                continue
+            score = float(validation_score(val))
+            self.validation_scores_.append(score)
+            self._log(f"epoch {epoch + 1}: validation score {score:.4f}", level=2)
+            if score > best_score:
+                # Updates rebind the posterior's arrays rather than writing into
+                # them, so a shallow copy is a snapshot.
+                best_score, best, self.best_epoch_ = (
+                    score,
+                    self.posterior_.to_namespace(xp),
+                    epoch + 1,
+                )
+            elif epoch + 1 - self.best_epoch_ >= self.n_iter_no_change:
+                break
+        if self.early_stopping:
+            self.posterior_ = best
+        else:
+            self.best_epoch_ = self.n_iter_
+        self._log(
+            f"trained {self.n_iter_} epochs (kept {self.best_epoch_}); "
+            f"{self.n_combined_} parameter updates combined in information form"
+        )
 
     def _run_epoch(self, X, Y, order, xp, obs_mask=None):
         self.n_combined_ += tagi.run_epoch(
@@ -155,9 +208,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     _parameter_constraints: dict = {
         **BaseBayesianRegressor._parameter_constraints,
         **_TAGI_CONSTRAINTS,
-        "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        **_EARLY_STOPPING_CONSTRAINTS,
     }
 
     _supports_multi_output = True
@@ -199,49 +250,14 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
 
     def _fit_scaled(self, X, Y, xp, rng):
         self._init_online(X.shape[1], Y.shape[1], xp, rng)
-        self.validation_scores_ = []
-        self.validation_indices_ = np.array([], dtype=np.intp)
-        if self.early_stopping:
-            perm = rng.permutation(X.shape[0])
-            n_val = max(1, int(round(self.validation_fraction * X.shape[0])))
-            if n_val >= X.shape[0]:
-                raise ValueError(
-                    f"validation_fraction={self.validation_fraction} leaves no training rows "
-                    f"out of {X.shape[0]}."
-                )
-            self.validation_indices_ = np.sort(perm[:n_val])
-            val, train = xp.asarray(perm[:n_val]), xp.asarray(perm[n_val:])
-            X_val, Y_val, X, Y = X[val], Y[val], X[train], Y[train]
-            # Validation LL in original units: the Jacobian of the target scaling.
-            log_scale = float(np.sum(np.log(self.y_scaler_.scale_)))
-            best_score, best = -np.inf, None
-        for epoch, order in self._epochs(X.shape[0], rng):
-            self._run_epoch(X, Y, order, xp)
-            if not self.early_stopping:
-                self._log(f"epoch {epoch + 1}/{self.max_epochs}", level=2)
-                continue
-            score = tagi.mean_log_likelihood(self.posterior_, X_val, Y_val, self.sigma_v**2)
-            score -= log_scale
-            self.validation_scores_.append(score)
-            self._log(f"epoch {epoch + 1}: validation log-likelihood {score:.4f}", level=2)
-            if score > best_score:
-                # Updates rebind the posterior's arrays rather than writing into
-                # them, so a shallow copy is a snapshot.
-                best_score, best, self.best_epoch_ = (
-                    score,
-                    self.posterior_.to_namespace(xp),
-                    epoch + 1,
-                )
-            elif epoch + 1 - self.best_epoch_ >= self.n_iter_no_change:
-                break
-        if self.early_stopping:
-            self.posterior_ = best
-        else:
-            self.best_epoch_ = self.n_iter_
-        self._log(
-            f"trained {self.n_iter_} epochs (kept {self.best_epoch_}); "
-            f"{self.n_combined_} parameter updates combined in information form"
-        )
+        # Validation LL in original units: the Jacobian of the target scaling.
+        log_scale = float(np.sum(np.log(self.y_scaler_.scale_)))
+
+        def validation_score(rows):
+            ll = tagi.mean_log_likelihood(self.posterior_, X[rows], Y[rows], self.sigma_v**2)
+            return ll - log_scale
+
+        self._train(X, Y, xp, rng, validation_score=validation_score)
 
     def _partial_fit_scaled(self, X, Y, xp, rng):
         # One pass over the batch in the given order, as one epoch of fit with
@@ -284,6 +300,14 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         (see :func:`skbayesnn.base.fit_input_scaler`).  Useful for sparse or
         nearly constant features, e.g. 16 on pixel data; None is plain
         standardisation.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training rows, track their mean
+        log-probability of the true class after every epoch and keep the
+        posterior of the best epoch (tagi.md §6; the paper's MNIST protocol
+        early-stops on a held-out part).
+    validation_fraction : float in (0, 1), default=0.1
+    n_iter_no_change : int, default=10
+        As in :class:`TAGIRegressor`.
     device : {"cpu", "cuda", "auto"}, default="cpu"
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
@@ -295,6 +319,11 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         The class encoding.
     posterior_ : GaussianMLPPosterior
     n_iter_ : int
+    best_epoch_ : int
+    validation_scores_ : list of float
+        With early stopping, the mean validation log-probability of the true
+        class after each epoch; else empty.
+    validation_indices_ : ndarray of int
     n_combined_ : int
         As in :class:`TAGIRegressor`.
     n_features_in_, x_scaler_, device_
@@ -312,6 +341,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     _parameter_constraints: dict = {
         **BaseBayesianClassifier._parameter_constraints,
         **_TAGI_CONSTRAINTS,
+        **_EARLY_STOPPING_CONSTRAINTS,
         "alpha": [Interval(Real, 0, None, closed="neither")],
     }
 
@@ -328,6 +358,9 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         gain_b=0.01,
         shuffle=True,
         max_abs_z=None,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
         device="cpu",
         random_state=None,
         verbose=0,
@@ -342,6 +375,9 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         self.gain_b = gain_b
         self.shuffle = shuffle
         self.max_abs_z = max_abs_z
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
@@ -353,9 +389,15 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     def _fit_scaled(self, X, y_index, xp, rng):
         self._init_online(X.shape[1], len(self.classes_), xp, rng)
         Y, mask = self.tree_.targets(y_index, xp)
-        for _, order in self._epochs(X.shape[0], rng):
-            self._run_epoch(X, Y, order, xp, obs_mask=mask)
-        self._log(f"trained {self.n_iter_} epochs; {self.n_combined_} updates combined in information form")
+        y_index = xp.asarray(y_index)
+
+        def validation_score(rows):
+            p = self._predict_proba_scaled(X[rows], xp)
+            true = y_index[rows][:, None] == xp.arange(p.shape[1])[None, :]
+            p_true = xp.sum(xp.where(true, p, 0.0), axis=1)
+            return float(xp.mean(xp.log(xp.maximum(p_true, xp.finfo(p.dtype).tiny))))
+
+        self._train(X, Y, xp, rng, obs_mask=mask, validation_score=validation_score)
 
     def _partial_fit_scaled(self, X, y_index, xp, rng):
         Y, mask = self.tree_.targets(y_index, xp)

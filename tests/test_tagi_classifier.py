@@ -98,3 +98,35 @@ def test_max_abs_z_bounds_the_scaled_training_inputs(rng):
     assert np.abs(clf.x_scaler_.transform(X)).max() <= 4.0 + 1e-12
     with pytest.raises(ValueError, match="max_abs_z"):
         TAGIClassifier(max_abs_z=0.0).fit(X, y)
+
+
+def test_early_stopping_scores_the_held_out_log_loss_and_keeps_the_best_epoch():
+    # The score after each epoch is minus sklearn's log-loss of the held-out rows;
+    # the kept posterior is the best epoch's, which refitting up to it reproduces.
+    from sklearn.metrics import log_loss
+
+    X, y = load_iris(return_X_y=True)
+    labels = np.array(["setosa", "versicolor", "virginica"])[y]
+    kw = dict(
+        hidden_layer_sizes=(10,),
+        sigma_v=0.05,
+        early_stopping=True,
+        validation_fraction=0.3,
+        n_iter_no_change=100,
+        random_state=2,
+    )
+    a = TAGIClassifier(max_epochs=30, **kw).fit(X, labels)
+    val = a.validation_indices_
+    assert len(val) == 45 and len(a.validation_scores_) == a.n_iter_ == 30
+    assert a.best_epoch_ == int(np.argmax(a.validation_scores_)) + 1 < 30
+    best = a.validation_scores_[a.best_epoch_ - 1]
+    assert best == pytest.approx(
+        -log_loss(labels[val], a.predict_proba(X[val]), labels=a.classes_), rel=1e-10
+    )
+    b = TAGIClassifier(max_epochs=a.best_epoch_, **kw).fit(X, labels)
+    np.testing.assert_allclose(b.predict_proba(X), a.predict_proba(X), rtol=0, atol=0)
+    c = TAGIClassifier(max_epochs=30, **{**kw, "n_iter_no_change": 2}).fit(X, labels)
+    assert c.n_iter_ == min(30, c.best_epoch_ + 2)
+    # Without early stopping every row trains and the last epoch is kept.
+    d = TAGIClassifier(max_epochs=4, **{**kw, "early_stopping": False}).fit(X, labels)
+    assert d.best_epoch_ == d.n_iter_ == 4 and d.validation_scores_ == []

@@ -23,7 +23,7 @@ def available_estimators(random_state=0):
     """``(name, estimator)`` pairs of the library's regressors, with defaults."""
     from sklearn.model_selection import GridSearchCV
 
-    from .. import BayesianLinearRegressor, TAGIRegressor
+    from .. import BayesianLinearRegressor, PBPRegressor, TAGIRegressor
     from ..metrics import neg_nlpd_scorer
 
     # TAGI's observation noise is a hyperparameter (tagi.md §5): choose it on the
@@ -37,6 +37,8 @@ def available_estimators(random_state=0):
     return [
         ("BayesianLinearRegressor", BayesianLinearRegressor()),
         ("TAGIRegressor (sigma_v by 3-fold CV)", _Searched(tagi)),
+        # PBP learns its noise and prior precisions (pbp.md §3-4): no search.
+        ("PBPRegressor", PBPRegressor(random_state=random_state)),
     ]
 
 
