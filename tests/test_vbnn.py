@@ -1,0 +1,210 @@
+"""VBNNRegressor: scikit-learn behaviour, restarts, node selection, SVI, hard data."""
+
+import copy
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skbayesnn import VBNNRegressor
+from skbayesnn.distributions import GaussianMixturePredictive, NormalPredictive
+from skbayesnn.metrics import neg_nlpd_scorer
+
+FAST = dict(hidden_layer_sizes=(6,), max_iter=25)
+
+
+@parametrize_with_checks([VBNNRegressor(**FAST)])
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+def _toy(rng, n=150, noise=0.1, p=2):
+    X = rng.uniform(-2, 2, size=(n, p))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + noise * rng.normal(size=n)
+    return X, y
+
+
+def test_learns_a_smooth_function_with_calibrated_noise(rng):
+    X, y = _toy(rng, n=300)
+    Xt, yt = _toy(rng, n=300)
+    reg = VBNNRegressor((20,), random_state=0).fit(X, y)
+    dist = reg.predict_dist(Xt)
+    rmse = np.sqrt(np.mean((dist.mean() - yt) ** 2))
+    assert rmse < 0.2  # noise sd 0.1, signal sd ~0.9
+    np.testing.assert_allclose(dist.var(), dist.epistemic_var + dist.aleatoric_var)
+    assert 0.05**2 < np.median(dist.aleatoric_var) < 0.2**2
+    inside = np.abs(yt - dist.mean()) < 1.96 * dist.std()
+    assert 0.88 < inside.mean() <= 1.0
+    mean, std = reg.predict(Xt, return_std=True)
+    np.testing.assert_allclose(mean, dist.mean())
+    np.testing.assert_allclose(std, dist.std())
+    # The ELBO history is that of the run; the bound rises overall.
+    assert reg.elbo_history_[-1] > reg.elbo_history_[0]
+
+
+def test_random_state_reproduces_and_restarts_run_in_parallel_identically(rng):
+    X, y = _toy(rng, n=80)
+    kw = dict(hidden_layer_sizes=(5,), max_iter=15, n_restarts=3, random_state=4)
+    a = VBNNRegressor(**kw).fit(X, y)
+    b = VBNNRegressor(n_jobs=2, **kw).fit(X, y)
+    np.testing.assert_array_equal(a.elbos_, b.elbos_)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert len(set(np.round(a.elbos_, 6))) == 3  # different starts
+
+
+def test_restart_weights_and_mixture_moments(rng):
+    X, y = _toy(rng, n=80)
+    reg = VBNNRegressor((5,), max_iter=15, n_restarts=3, ensemble_temperature=0.05, random_state=1)
+    reg.fit(X, y)
+    logits = 0.05 * reg.elbos_
+    expected = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    np.testing.assert_allclose(reg.weights_, expected)
+    dist = reg.predict_dist(X[:7])
+    assert isinstance(dist, GaussianMixturePredictive)
+    # Each member alone: the same model with one state.
+    singles = []
+    for state in reg.members_:
+        one = copy.deepcopy(reg)
+        one.members_, one.weights_ = [state], np.ones(1)
+        singles.append(one.predict_dist(X[:7]))
+    means = np.stack([s.mean() for s in singles], axis=-1)
+    variances = np.stack([s.var() for s in singles], axis=-1)
+    mix_mean = means @ reg.weights_
+    mix_var = variances @ reg.weights_ + (means**2) @ reg.weights_ - mix_mean**2
+    np.testing.assert_allclose(dist.mean(), mix_mean, rtol=1e-10)
+    np.testing.assert_allclose(dist.var(), mix_var, rtol=1e-10)
+    np.testing.assert_allclose(
+        dist.aleatoric_var, np.stack([s.aleatoric_var for s in singles], -1) @ reg.weights_
+    )
+
+
+def test_sampling_matches_the_predictive(rng):
+    X, y = _toy(rng, n=100)
+    reg = VBNNRegressor((6,), max_iter=20, random_state=0).fit(X, y)
+    dist = reg.predict_dist(X[:3])
+    draws = reg.sample_predictive(X[:3], n_samples=20_000, random_state=0)
+    assert draws.shape == (20_000, 3)
+    se = dist.std() / np.sqrt(20_000)
+    assert np.all(np.abs(draws.mean(0) - dist.mean()) < 4 * se)
+    again = reg.sample_predictive(X[:3], n_samples=5, random_state=0)
+    np.testing.assert_array_equal(again, reg.sample_predictive(X[:3], n_samples=5, random_state=0))
+
+
+def test_multi_output(rng):
+    X = rng.uniform(-2, 2, size=(120, 2))
+    Y = np.column_stack([np.sin(2 * X[:, 0]), 100 * X[:, 1]]) + 0.1 * rng.normal(size=(120, 2))
+    reg = VBNNRegressor((20,), max_iter=150, random_state=0).fit(X, Y)
+    dist = reg.predict_dist(X)
+    assert dist.mean().shape == dist.var().shape == (120, 2)
+    # Both outputs are learned, each on its own scale (R^2 > 0.9), and the noise
+    # estimates follow the scales (both have noise sd 0.1).
+    r2 = 1 - np.mean((dist.mean() - Y) ** 2, axis=0) / Y.var(axis=0)
+    assert np.all(r2 > 0.9)
+    assert dist.aleatoric_var[0, 1] > 10 * dist.aleatoric_var[0, 0]
+
+
+def test_pipeline_and_grid_search_with_nlpd(rng):
+    X, y = _toy(rng, n=90)
+    pipe = make_pipeline(StandardScaler(), VBNNRegressor(**FAST, random_state=0))
+    assert pipe.fit(X, y).predict(X).shape == (90,)
+    search = GridSearchCV(
+        VBNNRegressor(**FAST, random_state=0),
+        {"temperature": [0.05, 0.5]},
+        scoring=neg_nlpd_scorer,
+        cv=3,
+    ).fit(X, y)
+    assert search.best_params_["temperature"] in (0.05, 0.5)
+    assert np.isfinite(search.best_score_)
+
+
+@pytest.mark.parametrize("shrinkage", ["student_t", "laplace", "nig", "gaussian"])
+def test_every_prior_family_fits(shrinkage, rng):
+    # CAVI never lowers the ELBO between iterations, and the fit explains most
+    # of the variance (the Gaussian prior, the paper's GVBNN, fits least well).
+    X, y = _toy(rng, n=100)
+    reg = VBNNRegressor((8,), shrinkage=shrinkage, max_iter=150, random_state=0).fit(X, y)
+    assert np.sqrt(np.mean((reg.predict(X) - y) ** 2)) < 0.7 * y.std()
+    assert np.all(np.diff(reg.elbo_history_[1:]) > -1e-8 * np.abs(reg.elbo_history_[2:]))
+
+
+def test_node_selection_drops_irrelevant_inputs_and_predicts_nearly_the_same(rng):
+    # y depends on x0 only; x1..x4 are noise.  At fdr=0.01 the sparse model keeps
+    # a strict subset of the units, all of x0, and predicts within 3% RMSE.
+    X = rng.normal(size=(250, 5))
+    y = np.sin(1.5 * X[:, 0]) + 0.1 * rng.normal(size=250)
+    reg = VBNNRegressor((12,), random_state=0).fit(X, y)
+    sparse = reg.select_nodes(fdr=0.01)
+    assert sparse.selected_features_[0]
+    assert sparse.n_units_[0][0] < 12
+    masks = sparse.kept_masks_[0]
+    assert masks[0].shape == (12, 5) and masks[1].shape == (1, 12)
+    # Kept units have both incoming and outgoing weights.
+    alive = masks[0].any(axis=1)
+    np.testing.assert_array_equal(alive, masks[1].any(axis=0))
+    assert alive.sum() == sparse.n_units_[0][0]
+    Xt = rng.normal(size=(300, 5))
+    yt = np.sin(1.5 * Xt[:, 0]) + 0.1 * rng.normal(size=300)
+    full_rmse = np.sqrt(np.mean((reg.predict(Xt) - yt) ** 2))
+    sparse_rmse = np.sqrt(np.mean((sparse.predict(Xt) - yt) ** 2))
+    assert sparse_rmse < 1.03 * full_rmse
+    # The original model is untouched.
+    assert len(reg.members_[0].m[0]) == 12
+
+
+def test_fdr_threshold_is_the_running_mean_rule():
+    from skbayesnn.inference.vbnn.selection import fdr_threshold
+
+    q = np.array([1.0, 0.999, 0.99, 0.97, 0.9, 0.6])
+    # running mean of 1 - q: 0, .0005, .0037, .0103, ...
+    assert fdr_threshold(q, 0.01) == 0.99
+    assert fdr_threshold(q, 0.011) == 0.97
+    assert fdr_threshold(q[::-1], 0.01) == 0.99  # order does not matter
+    assert fdr_threshold(np.array([0.6, 0.7]), 0.01) == np.inf
+
+
+def test_svi_reaches_the_noise_level(rng):
+    # SVI on mini-batches of 100 reaches an accuracy close to full CAVI's with
+    # the same number of passes over the data.
+    X, y = _toy(rng, n=1000)
+    Xt, yt = _toy(rng, n=300)
+    kw = dict(hidden_layer_sizes=(20,), max_iter=8, random_state=0)
+    svi = VBNNRegressor(solver="svi", batch_size=100, **kw).fit(X, y)
+    full = VBNNRegressor(**kw).fit(X, y)
+    rmse_svi = np.sqrt(np.mean((svi.predict(Xt) - yt) ** 2))
+    rmse_full = np.sqrt(np.mean((full.predict(Xt) - yt) ** 2))
+    assert rmse_svi < 1.5 * rmse_full
+    assert rmse_svi < 0.5 * yt.std()
+    assert len(svi.elbo_history_) == svi.n_iter_ <= 8
+
+
+def test_hard_data_gives_finite_positive_variances(rng):
+    # Targets scaled by 1e6, a constant feature, duplicated rows, many iterations.
+    X, y = _toy(rng, n=60)
+    X = np.column_stack([X, np.full(60, 3.0)])
+    X = np.vstack([X, X[:20]])
+    y = 1e6 * np.concatenate([y, y[:20]])
+    reg = VBNNRegressor((8,), max_iter=300, tol=0.0, random_state=0).fit(X, y)
+    dist = reg.predict_dist(X)
+    assert np.all(np.isfinite(dist.mean())) and np.all(dist.var() > 0)
+    assert np.all(np.isfinite(reg.elbo_history_))
+    for state in reg.members_:
+        for B, beta in zip(state.B, state.beta):
+            assert np.all(np.linalg.eigvalsh(B) > 0)
+            assert np.all(beta > 0)
+
+
+def test_bad_parameters_are_rejected(rng):
+    X, y = _toy(rng, n=20)
+    with pytest.raises(ValueError, match="noise_prior"):
+        VBNNRegressor(noise_prior=(1.0, 0.1)).fit(X, y)
+    with pytest.raises(ValueError, match="fdr"):
+        VBNNRegressor(**FAST).fit(X, y).select_nodes(fdr=1.5)
+
+
+def test_single_restart_predictive_is_gaussian(rng):
+    X, y = _toy(rng, n=40)
+    dist = VBNNRegressor(**FAST, random_state=0).fit(X, y).predict_dist(X)
+    assert isinstance(dist, NormalPredictive)
