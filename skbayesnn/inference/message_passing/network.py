@@ -93,7 +93,6 @@ class MPState:
     sizes: list
     alpha: float
     bias: bool
-    xp: object
     prior_w: list
     prior_b: list
     slots_w: list = field(default_factory=list)
@@ -101,6 +100,13 @@ class MPState:
     post_w: list = field(default_factory=list)
     post_b: list = field(default_factory=list)
     n_fallback: int = 0
+
+    @property
+    def xp(self):
+        """The array namespace of the messages (not stored, so the state pickles)."""
+        from ..._backend import array_namespace
+
+        return array_namespace(self.prior_w[0][0])
 
     @property
     def n_layers(self):
@@ -124,7 +130,6 @@ class MPState:
             self.sizes,
             self.alpha,
             self.bias,
-            xp,
             mv(self.prior_w),
             mv(self.prior_b),
             mv(self.slots_w),
@@ -168,7 +173,7 @@ def init_state(sizes, *, rng, xp, alpha=0.1, prior_var=None, bias_var=0.5, bias=
             prior_b.append(to_natural(xp.zeros(d_out), xp.full(d_out, float(bias_var))))
         else:  # a bias fixed at 0: infinite precision is avoided by a huge one
             prior_b.append((xp.zeros(d_out), xp.full(d_out, 1e300)))
-    state = MPState(list(sizes), float(alpha), bool(bias), xp, prior_w, prior_b)
+    state = MPState(list(sizes), float(alpha), bool(bias), prior_w, prior_b)
     state.slots_w = [[] for _ in prior_w]
     state.slots_b = [[] for _ in prior_b]
     state.post_w = [(t + 0.0, r + 0.0) for t, r in prior_w]
