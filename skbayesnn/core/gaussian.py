@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from .._backend import array_namespace
+from .._backend import array_namespace, special
 
 __all__ = [
     "to_natural",
@@ -45,6 +45,8 @@ __all__ = [
     "min_precision",
     "damp",
     "moment_match_mixture",
+    "weighted_sum_backward",
+    "truncated_gaussian_moments",
     "product_mean",
     "product_var",
     "product_cross_cov",
@@ -427,6 +429,111 @@ def moment_match_mixture(weights, means, vars, axis=-1):  # noqa: A002 (public n
     mean = xp.where(has_mass, mean, 0.0)
     var = xp.where(has_mass, var, math.inf)
     return xp.squeeze(mean, axis=axis), xp.squeeze(var, axis=axis)
+
+
+def weighted_sum_backward(tau_s, rho_s, sum_mean, sum_var, coef, term_mean, term_var):
+    """Exact message to one summand of a weighted-sum factor (message_passing.md §5.1).
+
+    For the factor ``delta(s - sum_k c_k v_k)`` with Gaussian messages
+    ``N(v_k; mu_k, s_k^2)`` into it, ``sum_mean = sum_k c_k mu_k`` and
+    ``sum_var = sum_k c_k^2 s_k^2`` (the forward message of ``s``, which includes
+    the term of ``v_d`` itself), and the message ``G(tau_s, rho_s)`` into ``s``
+    from the other side, the exact message to ``v_d`` in the natural form of §5.1:
+
+    .. math::
+
+        D = 1 + \\rho_s (\\sigma_s^2 - c_d^2 \\sigma_d^2), \\quad
+        \\rho = c_d^2 \\rho_s / D, \\quad
+        \\tau = c_d (\\tau_s - \\rho_s (\\mu_s - c_d \\mu_d)) / D.
+
+    The natural form handles ``c_d = 0`` and ``rho_s = 0`` (both give the
+    neutral ``G(0, 0)``) without dividing by small numbers.
+
+    Parameters
+    ----------
+    tau_s, rho_s : array_like
+        Message into the sum ``s`` (``rho_s >= 0``).
+    sum_mean, sum_var : array_like
+        Moments of the forward message of ``s`` (all terms, ``v_d`` included).
+    coef : array_like
+        The constant coefficients ``c_d``.
+    term_mean, term_var : array_like
+        Moments of the message of ``v_d`` into the factor.
+
+    Returns
+    -------
+    tau, rho : arrays
+        The message to ``v_d``; ``rho >= 0``.  The variance of the other terms,
+        ``sum_var - c_d^2 term_var``, is non-negative by construction and is
+        clipped at 0 against rounding.
+    """
+    xp = array_namespace(tau_s, rho_s, sum_mean, sum_var, coef, term_mean, term_var)
+    tau_s, rho_s, sum_mean, sum_var, coef, term_mean, term_var = _as_float(
+        xp, tau_s, rho_s, sum_mean, sum_var, coef, term_mean, term_var
+    )
+    rest_var = xp.maximum(sum_var - coef * coef * term_var, 0.0)
+    rest_mean = sum_mean - coef * term_mean
+    den = 1.0 + rho_s * rest_var  # >= 1
+    rho = coef * coef * rho_s / den
+    tau = coef * (tau_s - rho_s * rest_mean) / den
+    return tau, rho
+
+
+# Beyond this standardised distance below the truncation point the variance
+# factor 1 - lam (lam - a) of the truncated Gaussian is taken from its asymptotic
+# series (the direct form cancels with relative error ~ eps a^4).
+_TRUNC_ASYMPTOTIC = 50.0
+
+
+def truncated_gaussian_moments(mean, var):
+    """Moments of ``N(x; mean, var)`` restricted to ``x >= 0``.
+
+    The EP moment match of an indicator ``1{x >= 0}`` (message_passing.md §5.11
+    step 2, and the rectified parts of the LeakyReLU marginals of §5.6).  With
+    ``t = mean / std`` and the inverse Mills ratio ``lam = phi(t) / Phi(t)``
+    (computed as ``sqrt(2/pi) / erfcx(-t / sqrt(2))``, §8 item 9, so it neither
+    underflows nor cancels):
+
+    * ``log_mass = log Phi(t)``,
+    * ``t_mean = mean + std * lam``,
+    * ``t_var = var * (1 - lam * (lam + t))``.
+
+    Parameters
+    ----------
+    mean : array_like
+        Means.
+    var : array_like
+        Variances, ``> 0`` and finite.
+
+    Returns
+    -------
+    log_mass, t_mean, t_var : arrays
+        The log probability of ``x >= 0`` and the mean and variance of the
+        truncated density; ``t_mean >= 0`` and ``0 < t_var <= var`` (rounding
+        aside, the variance factor is clipped to ``[tiny, 1]``).
+    """
+    xp = array_namespace(mean, var)
+    mean, var = _as_float(xp, mean, var)
+    sp = special(xp)
+    std = xp.sqrt(var)
+    t = mean / std
+    log_mass = sp.log_ndtr(t)
+    far = t < -_TRUNC_ASYMPTOTIC
+    # The direct branch sees only t >= -_TRUNC_ASYMPTOTIC - 1 (no overflow).
+    t_d = xp.maximum(t, -_TRUNC_ASYMPTOTIC - 1.0)
+    lam = math.sqrt(2.0 / math.pi) / sp.erfcx(-t_d * (1.0 / math.sqrt(2.0)))
+    # Mean: mean + std lam = std (t + lam), and t + lam > 0; for t << 0 both terms
+    # cancel, so use the series t + lam = 1/a - 2/a^3 + 10/a^5 (a = -t) there.
+    a = xp.clip(-t, 1.0, 1e100)
+    ia2 = 1.0 / (a * a)
+    t_plus_lam = xp.where(far, (1.0 - ia2 * (2.0 - 10.0 * ia2)) / a, t_d + lam)
+    factor = xp.where(
+        far,
+        ia2 * (1.0 - ia2 * (6.0 - 50.0 * ia2)),
+        1.0 - lam * (lam + t_d),
+    )
+    factor = xp.clip(factor, float(xp.finfo(factor.dtype).tiny), 1.0)
+    return log_mass, std * t_plus_lam, var * factor
 
 
 # ----------------------------------------------------------------------------

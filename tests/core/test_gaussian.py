@@ -498,3 +498,56 @@ def test_extreme_inputs_moments_and_mixtures():
         assert np.all(np.isfinite(pv)) and np.all(pv >= 0)
         pm = product_mean(m1, m2, 0.5 * np.sqrt(v1 * v2))
         assert np.all(np.isfinite(pm))
+
+
+# ----------------------------------------------------------------------------
+# weighted-sum backward message and truncated Gaussians (message_passing.md §5.1, §5.11)
+# ----------------------------------------------------------------------------
+def test_weighted_sum_backward_matches_grid_marginal(rng):
+    from skbayesnn.core.gaussian import weighted_sum_backward
+
+    for _ in range(5):
+        c = rng.normal(size=2) * 2
+        m = rng.normal(size=2)
+        v = rng.uniform(0.2, 2.0, size=2)
+        tau_s, rho_s = rng.normal(), rng.uniform(0.3, 3.0)
+        s_mean, s_var = c @ m, c**2 @ v
+        tau, rho = weighted_sum_backward(tau_s, rho_s, s_mean, s_var, c[0], m[0], v[0])
+        g = [np.linspace(mi - 9 * np.sqrt(vi), mi + 9 * np.sqrt(vi), 1001) for mi, vi in zip(m, v)]
+        A, B = np.meshgrid(*g, indexing="ij")
+        dens = (
+            stats.norm.pdf(A, m[0], np.sqrt(v[0]))
+            * stats.norm.pdf(B, m[1], np.sqrt(v[1]))
+            * stats.norm.pdf(c[0] * A + c[1] * B, tau_s / rho_s, 1 / np.sqrt(rho_s))
+        )
+        marg = dens.sum(axis=1)
+        mom = [integrate.trapezoid(marg * g[0] ** k, g[0]) for k in range(3)]
+        t_m, r_m, _ = moments_to_natural(*mom)
+        np.testing.assert_allclose(
+            [tau, rho], [float(t_m) - m[0] / v[0], float(r_m) - 1 / v[0]], rtol=1e-7, atol=1e-10
+        )
+    # c = 0 or rho_s = 0: the neutral message G(0, 0)
+    assert weighted_sum_backward(1.0, 2.0, 0.5, 1.0, 0.0, 0.3, 0.4) == (0.0, 0.0)
+    tau, rho = weighted_sum_backward(0.0, 0.0, 0.5, 1.0, 2.0, 0.3, 0.2)
+    assert tau == 0.0 and rho == 0.0
+
+
+def test_truncated_gaussian_moments_against_scipy_and_extremes():
+    from skbayesnn.core.gaussian import truncated_gaussian_moments
+
+    mean = np.array([-30.0, -8.0, -1.0, 0.0, 0.7, 5.0, 40.0])
+    var = np.array([1.0, 4.0, 0.5, 2.0, 1.0, 3.0, 1.0])
+    lm, tm, tv = truncated_gaussian_moments(mean, var)
+    s = np.sqrt(var)
+    d = stats.truncnorm(-mean / s, np.inf, loc=mean, scale=s)
+    np.testing.assert_allclose(lm, stats.norm.logcdf(mean / s), rtol=1e-12)
+    np.testing.assert_allclose(tm, d.mean(), rtol=1e-8)
+    np.testing.assert_allclose(tv, d.var(), rtol=1e-6)
+    # the asymptotic branch (t < -50) joins the direct one continuously
+    lo = truncated_gaussian_moments(np.array([-50.0 + 1e-9]), 1.0)
+    hi = truncated_gaussian_moments(np.array([-50.0 - 1e-9]), 1.0)
+    np.testing.assert_allclose(lo[1], hi[1], rtol=1e-7)
+    np.testing.assert_allclose(lo[2], hi[2], rtol=1e-6)
+    with np.errstate(**_raise_fp):
+        lm, tm, tv = truncated_gaussian_moments(np.array([-1e150, -1e5, 1e5, 1e150]), 1.0)
+    assert np.all(np.isfinite(lm)) and np.all(tm >= 0) and np.all(tv > 0) and np.all(tv <= 1)

@@ -1,0 +1,444 @@
+"""Fully connected message-passing network: priors, batch schedule, prediction.
+
+The engine of message_passing.md §3-§9 for an MLP
+``x -> Linear -> LeakyReLU -> ... -> Linear -> output factor``.
+
+Storage (§4, §6).  For every weight layer the state keeps the prior, one
+aggregated message per batch slot (the product of its examples' messages) and
+the posterior ``q = prior x prod_slots``.  While a batch is *active* its slot is
+divided out (the cavity ``prior x other slots``) and, with
+``memory="per_example"`` (the paper's schedule), every example of the batch owns
+one message per weight, replaced (old divided out, new multiplied in) each time
+the example is revisited, so no datum is counted twice.  When the batch is left
+its examples' messages are multiplied into the slot, damped by the EMA of §6.
+``memory="per_batch"`` keeps no per-example weight messages: each iteration over
+the active batch restarts from the cavity and rebuilds the batch's message
+example by example (ADF inside the batch, EP across batches); it needs the
+memory of a single extra message per weight.
+
+Memory in float64 natural parameters (16 bytes per message), with ``P`` the
+number of weights and biases, ``B`` the number of batch slots, ``b`` the batch
+size and ``H`` the number of hidden units:
+
+* ``memory="per_example"``: ``16 * (P * (B + b + 3) + b * H)`` bytes;
+* ``memory="per_batch"``: ``16 * (P * (B + 4) + b * H)`` bytes.
+
+(:func:`memory_bytes` evaluates them.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...core.gaussian import damp, from_natural, min_precision, to_natural
+from . import activation, likelihood, linear
+
+__all__ = [
+    "MPState",
+    "init_state",
+    "prior_variances",
+    "memory_bytes",
+    "ema_rate",
+    "train_batch",
+    "run_epoch",
+    "add_batches",
+    "predict_moments",
+    "posterior_moments",
+]
+
+EPS = 1e-8
+#: Empirical LeakyReLU(0.1) output statistics of the code's prior (§7).
+_PRIOR_A = 0.44958619556324186
+_PRIOR_B = 0.8040586726631379
+
+
+def prior_variances(sizes, target=1.5):
+    """Prior weight variances of §7: ``target / d_in`` for the first layer and
+    ``(target - min(1, d_out/d_in) b) / (d_in a + b)`` after a LeakyReLU (the
+    code's formula, §14 item 7)."""
+    out = []
+    for k, (d_in, d_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        if k == 0:
+            out.append(target / d_in)
+        else:
+            out.append((target - min(1.0, d_out / d_in) * _PRIOR_B) / (d_in * _PRIOR_A + _PRIOR_B))
+    return out
+
+
+def memory_bytes(sizes, n_batches, batch_size, memory="per_example"):
+    """Bytes of message storage (module docstring formula) for layer ``sizes``."""
+    p = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+    h = sum(sizes[1:-1])
+    extra = batch_size + 3 if memory == "per_example" else 4
+    return 16 * (p * (n_batches + extra) + batch_size * h)
+
+
+def ema_rate(epoch):
+    """Update rate of the batch-aggregate EMA, ``0.9 + 0.1 exp(-0.3 (e - 1))`` (§6)."""
+    return 0.9 + 0.1 * math.exp(-0.3 * (epoch - 1))
+
+
+@dataclass
+class MPState:
+    """Messages of a fully connected network (natural parameters, shapes per layer).
+
+    ``prior_w[l]``, ``post_w[l]``: ``(tau, rho)`` of shape ``(n_out, n_in)``;
+    ``slots_w[l]``: list over batch slots of ``(tau, rho)``; the same for biases
+    with shape ``(n_out,)``.
+    """
+
+    sizes: list
+    alpha: float
+    bias: bool
+    prior_w: list
+    prior_b: list
+    slots_w: list = field(default_factory=list)
+    slots_b: list = field(default_factory=list)
+    post_w: list = field(default_factory=list)
+    post_b: list = field(default_factory=list)
+    n_fallback: int = 0
+
+    @property
+    def xp(self):
+        """The array namespace of the messages (not stored, so the state pickles)."""
+        from ..._backend import array_namespace
+
+        return array_namespace(self.prior_w[0][0])
+
+    @property
+    def n_layers(self):
+        return len(self.sizes) - 1
+
+    @property
+    def n_slots(self):
+        return len(self.slots_w[0]) if self.slots_w else 0
+
+    def to_namespace(self, xp):
+        from ..._backend import to_device
+
+        def mv(v):
+            if isinstance(v, list):
+                return [mv(a) for a in v]
+            if isinstance(v, tuple):
+                return tuple(mv(a) for a in v)
+            return to_device(v, xp)
+
+        return MPState(
+            self.sizes,
+            self.alpha,
+            self.bias,
+            mv(self.prior_w),
+            mv(self.prior_b),
+            mv(self.slots_w),
+            mv(self.slots_b),
+            mv(self.post_w),
+            mv(self.post_b),
+            self.n_fallback,
+        )
+
+
+def init_state(sizes, *, rng, xp, alpha=0.1, prior_var=None, bias_var=0.5, bias=True):
+    """Prior of §7 (spectral random means, layer-wise variances, bias N(0, 0.5)).
+
+    Parameters
+    ----------
+    sizes : list of int
+        ``[n_in, hidden..., n_out]``.
+    rng : numpy Generator
+        Draws the prior means ``N(0, l^2)``, ``l = min(1, sqrt(d_out/d_in)) / sqrt(d_in)``.
+    xp : namespace
+    alpha : float
+        LeakyReLU slope.
+    prior_var : None, float or list of float
+        Weight prior variances; None for :func:`prior_variances`.
+    bias_var : float
+    bias : bool
+        Without biases the bias messages stay ``G(0, inf)`` (a fixed 0).
+    """
+    if prior_var is None:
+        pv = prior_variances(sizes)
+    elif np.ndim(prior_var) == 0:
+        pv = [float(prior_var)] * (len(sizes) - 1)
+    else:
+        pv = [float(v) for v in prior_var]
+    prior_w, prior_b = [], []
+    for (d_in, d_out), v in zip(zip(sizes[:-1], sizes[1:]), pv):
+        scale = min(1.0, math.sqrt(d_out / d_in)) / math.sqrt(d_in)
+        mean = xp.asarray(rng.normal(scale=scale, size=(d_out, d_in)))
+        prior_w.append(to_natural(mean, xp.full((d_out, d_in), v)))
+        if bias:
+            prior_b.append(to_natural(xp.zeros(d_out), xp.full(d_out, float(bias_var))))
+        else:  # a bias fixed at 0: infinite precision is avoided by a huge one
+            prior_b.append((xp.zeros(d_out), xp.full(d_out, 1e300)))
+    state = MPState(list(sizes), float(alpha), bool(bias), prior_w, prior_b)
+    state.slots_w = [[] for _ in prior_w]
+    state.slots_b = [[] for _ in prior_b]
+    state.post_w = [(t + 0.0, r + 0.0) for t, r in prior_w]
+    state.post_b = [(t + 0.0, r + 0.0) for t, r in prior_b]
+    return state
+
+
+def _recompute_posterior(state):
+    """``q = prior x prod(slots)`` from scratch (§6, §8 item 4)."""
+    for layer in range(state.n_layers):
+        for post, prior, slots, dst in (
+            (state.post_w, state.prior_w, state.slots_w, "w"),
+            (state.post_b, state.prior_b, state.slots_b, "b"),
+        ):
+            tau, rho = prior[layer]
+            tau, rho = tau + 0.0, rho + 0.0
+            for t, r in slots[layer]:
+                tau = tau + t
+                rho = rho + r
+            post[layer] = (tau, rho)
+
+
+def add_batches(state, n_new):
+    """Append ``n_new`` empty (``G(0, 0)``) batch slots."""
+    xp = state.xp
+    for layer in range(state.n_layers):
+        shape_w = state.prior_w[layer][0].shape
+        shape_b = state.prior_b[layer][0].shape
+        for _ in range(n_new):
+            state.slots_w[layer].append((xp.zeros(shape_w), xp.zeros(shape_w)))
+            state.slots_b[layer].append((xp.zeros(shape_b), xp.zeros(shape_b)))
+
+
+def _moments(tau, rho):
+    return from_natural(*min_precision(tau, rho, EPS))
+
+
+class _ActiveBatch:
+    """Messages and caches of the active batch (§4 per-layer state, §6 step 1)."""
+
+    def __init__(self, state, slot, n, per_example):
+        xp = state.xp
+        self.state, self.slot, self.n, self.per_example = state, slot, n, per_example
+        self.cav_w, self.cav_b = [], []
+        for layer in range(state.n_layers):
+            tw, rw = state.post_w[layer]
+            sw, sr = state.slots_w[layer][slot]
+            self.cav_w.append((tw - sw, rw - sr))
+            tb, rb = state.post_b[layer]
+            sb, sbr = state.slots_b[layer][slot]
+            self.cav_b.append((tb - sb, rb - sbr))
+        self.reset_messages()
+        # backward messages to each hidden layer's input, per example (§5.3, §5.6)
+        self.back = [(xp.zeros((n, d)), xp.zeros((n, d))) for d in state.sizes[1:-1]]
+
+    def reset_messages(self):
+        xp, st = self.state.xp, self.state
+        n = self.n if self.per_example else 1
+        self.msg_w = [(xp.zeros((n,) + t.shape), xp.zeros((n,) + t.shape)) for t, _ in st.prior_w]
+        self.msg_b = [(xp.zeros((n,) + t.shape), xp.zeros((n,) + t.shape)) for t, _ in st.prior_b]
+        self.q_w = [(t + 0.0, r + 0.0) for t, r in self.cav_w]
+        self.q_b = [(t + 0.0, r + 0.0) for t, r in self.cav_b]
+
+    def recompute(self):
+        """Marginals from scratch: cavity x all example messages (§6, once per iteration)."""
+        xp = self.state.xp
+        for layer in range(self.state.n_layers):
+            for q, cav, msg in (
+                (self.q_w, self.cav_w, self.msg_w),
+                (self.q_b, self.cav_b, self.msg_b),
+            ):
+                q[layer] = (
+                    cav[layer][0] + xp.sum(msg[layer][0], axis=0),
+                    cav[layer][1] + xp.sum(msg[layer][1], axis=0),
+                )
+
+    def batch_message(self):
+        xp = self.state.xp
+        w = [(xp.sum(t, axis=0), xp.sum(r, axis=0)) for t, r in self.msg_w]
+        b = [(xp.sum(t, axis=0), xp.sum(r, axis=0)) for t, r in self.msg_b]
+        return w, b
+
+    def _replace(self, q, msg, layer, idx, tau_new, rho_new):
+        """EP replacement: q <- q x new / old; store new (§5.3)."""
+        xp = self.state.xp
+        t_old, r_old = msg[layer]
+        k = idx if self.per_example else xp.zeros(len(idx), dtype=xp.int64)
+        if self.per_example:
+            old_t, old_r = t_old[idx], r_old[idx]
+            tq = q[layer][0] + xp.sum(tau_new - old_t, axis=0)
+            rq = q[layer][1] + xp.sum(rho_new - old_r, axis=0)
+            t_old[k] = tau_new
+            r_old[k] = rho_new
+        else:  # running batch message only (memory="per_batch")
+            tq = q[layer][0] + xp.sum(tau_new, axis=0)
+            rq = q[layer][1] + xp.sum(rho_new, axis=0)
+            t_old[0] = t_old[0] + xp.sum(tau_new, axis=0)
+            r_old[0] = r_old[0] + xp.sum(rho_new, axis=0)
+        q[layer] = (tq, rq)
+
+    def _own(self, msg, layer, idx):
+        if self.per_example:
+            return msg[layer][0][idx], msg[layer][1][idx]
+        return 0.0, 0.0
+
+    def step(self, x, target, idx, output):
+        """Forward then backward pass for the examples ``idx`` (§6 step 2)."""
+        st = self.state
+        xp = st.xp
+        alpha = st.alpha
+        ctx = []
+        # first layer: EP cavities of the examples (§5.4)
+        ot, orr = self._own(self.msg_w, 0, idx)
+        w_m, w_v = _moments(self.q_w[0][0] - ot, self.q_w[0][1] - orr)
+        ot, orr = self._own(self.msg_b, 0, idx)
+        b_m, b_v = _moments(self.q_b[0][0] - ot, self.q_b[0][1] - orr)
+        if w_m.ndim == 2:
+            w_m, w_v = w_m[None], w_v[None]
+        z_m, z_v = linear.first_layer_forward(x, w_m, w_v, b_m, b_v)
+        ctx.append((x, w_m, w_v, b_m, b_v, z_m, z_v))
+        for layer in range(1, st.n_layers):
+            tb, rb = self.back[layer - 1]
+            ta, ra = tb[idx], rb[idx]
+            a_m, a_v, used = activation.leaky_relu_forward(z_m, z_v, ta, ra, alpha)
+            st.n_fallback += int(xp.sum(~used & (ra > 0)))
+            # input marginal q(x) = forward x stored backward (§5.3), floored
+            tf, rf = to_natural(a_m, a_v)
+            x_m, x_v = _moments(tf + ta, rf + ra)
+            w_m, w_v = _moments(*self.q_w[layer])
+            ot, orr = self._own(self.msg_b, layer, idx)
+            b_m, b_v = _moments(self.q_b[layer][0] - ot, self.q_b[layer][1] - orr)
+            prev = (z_m, z_v)
+            z_m, z_v = linear.hidden_layer_forward(x_m, x_v, w_m, w_v, b_m, b_v)
+            ctx.append((x_m, x_v, w_m, w_v, b_m, b_v, z_m, z_v, prev))
+        tau_z, rho_z = output(z_m, z_v, target)
+        for layer in range(st.n_layers - 1, 0, -1):
+            x_m, x_v, w_m, w_v, b_m, b_v, zm, zv, prev = ctx[layer]
+            tw, rw, tb_, rb_, tx, rx = linear.hidden_layer_backward(
+                x_m, x_v, w_m, w_v, b_m, b_v, zm, zv, tau_z, rho_z
+            )
+            self._replace(self.q_w, self.msg_w, layer, idx, tw, rw)
+            if st.bias:
+                self._replace(self.q_b, self.msg_b, layer, idx, tb_, rb_)
+            bt, br = self.back[layer - 1]
+            bt[idx] = tx
+            br[idx] = rx
+            tau_z, rho_z = activation.leaky_relu_backward(prev[0], prev[1], tx, rx, alpha)
+        x, w_m, w_v, b_m, b_v, zm, zv = ctx[0]
+        tw, rw, tb_, rb_ = linear.first_layer_backward(x, w_m, w_v, b_m, b_v, zm, zv, tau_z, rho_z)
+        self._replace(self.q_w, self.msg_w, 0, idx, tw, rw)
+        if st.bias:
+            self._replace(self.q_b, self.msg_b, 0, idx, tb_, rb_)
+
+
+def _commit(state, active, rate):
+    """Deactivate: slot <- EMA(slot, product of the batch's messages) (§6 step 3).
+
+    Weights are damped with ``rate``; biases are not (as in the paper's code).
+    Precisions of the slot are kept non-negative (a convex combination of
+    non-negative messages is non-negative; this only removes rounding).
+    """
+    xp = state.xp
+    w, b = active.batch_message()
+    for layer in range(state.n_layers):
+        old_t, old_r = state.slots_w[layer][active.slot]
+        t, r = damp(old_t, old_r, w[layer][0], w[layer][1], rate)
+        state.slots_w[layer][active.slot] = (t, xp.maximum(r, 0.0))
+        if state.bias:
+            state.slots_b[layer][active.slot] = b[layer]
+    _recompute_posterior(state)
+
+
+def train_batch(
+    state, X, target, slot, *, output, n_iter, rng, rate=1.0, per_example=True, chunk_size=1
+):
+    """Visit batch ``slot`` with data ``(X, target)`` for ``n_iter`` iterations (§6).
+
+    Parameters
+    ----------
+    state : MPState
+    X : array of shape (b, n_in)
+    target : array
+        Whatever ``output`` takes (targets or class indices), first axis ``b``.
+    slot : int
+        The batch's slot.
+    output : callable
+        ``output(z_mean, z_var, target) -> (tau, rho)``: the output factor's
+        backward messages (likelihood module).
+    n_iter : int
+        Iterations (passes over every example of the batch).
+    rng : numpy Generator
+        Draws the example order (one order for all iterations).
+    rate : float
+        EMA update rate of the slot (1 = no damping).
+    per_example : bool
+        ``memory="per_example"`` (True) or ``"per_batch"``.
+    chunk_size : int
+        Examples processed together from the same marginals (1 = the paper's
+        sequential schedule).
+    """
+    xp = state.xp
+    n = X.shape[0]
+    active = _ActiveBatch(state, slot, n, per_example)
+    order = rng.permutation(n)
+    for it in range(n_iter):
+        if not per_example and it > 0:
+            active.reset_messages()
+        for start in range(0, n, chunk_size):
+            idx = order[start : start + chunk_size]
+            idx_x = xp.asarray(idx) if xp is not np else idx
+            active.step(X[idx_x], target[idx_x], idx_x, output)
+        active.recompute()
+    _commit(state, active, rate)
+
+
+def run_epoch(state, batches, *, output, n_iter, rng, epoch, per_example=True, chunk_size=1):
+    """One epoch: every ``(slot, X, target)`` in ``batches``, in random order (§6)."""
+    rate = ema_rate(epoch)
+    for k in rng.permutation(len(batches)):
+        slot, Xb, tb = batches[k]
+        train_batch(
+            state,
+            Xb,
+            tb,
+            slot,
+            output=output,
+            n_iter=n_iter,
+            rng=rng,
+            rate=rate,
+            per_example=per_example,
+            chunk_size=chunk_size,
+        )
+
+
+def posterior_moments(state):
+    """Means and variances of every weight and bias marginal: lists ``[(w_m, w_v, b_m, b_v)]``."""
+    out = []
+    for layer in range(state.n_layers):
+        w_m, w_v = from_natural(*state.post_w[layer])
+        b_m, b_v = from_natural(*state.post_b[layer])
+        out.append((w_m, w_v, b_m, b_v))
+    return out
+
+
+def predict_moments(state, X):
+    """Prediction branch (§9): moments of the output units through the marginals.
+
+    Direct moment matching for the activations (§5.6 (a)).
+
+    Returns
+    -------
+    mean, var : arrays of shape (n, n_out)
+    """
+    layers = posterior_moments(state)
+    z_m, z_v = linear.predict_forward(X, None, *layers[0])
+    for w_m, w_v, b_m, b_v in layers[1:]:
+        x_m, x_v = activation.leaky_relu_forward_direct(z_m, z_v, state.alpha)
+        z_m, z_v = linear.predict_forward(x_m, x_v, w_m, w_v, b_m, b_v)
+    return z_m, z_v
+
+
+def regression_output(noise_var):
+    """Output callable of the Gaussian likelihood (§5.8)."""
+
+    def output(z_mean, z_var, y):
+        return likelihood.regression_backward(y, noise_var)
+
+    return output

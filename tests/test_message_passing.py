@@ -1,0 +1,92 @@
+"""MessagePassingRegressor / MessagePassingClassifier (skbayesnn.message_passing)."""
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skbayesnn import MessagePassingClassifier, MessagePassingRegressor
+
+
+@parametrize_with_checks(
+    [
+        MessagePassingRegressor(
+            hidden_layer_sizes=(6,), max_epochs=3, n_iter_per_batch=1, batch_size=64, random_state=0
+        ),
+        MessagePassingClassifier(
+            hidden_layer_sizes=(8,), max_epochs=4, n_iter_per_batch=1, batch_size=64, random_state=0
+        ),
+    ]
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+def test_regressor_predictive_parts_and_partial_fit(rng):
+    X = rng.uniform(-2, 2, size=(150, 1))
+    y = 3.0 * np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=150)
+    reg = MessagePassingRegressor(
+        hidden_layer_sizes=(16,), max_epochs=8, batch_size=50, noise_std=0.2, random_state=0
+    ).fit(X, y)
+    dist = reg.predict_dist(X)
+    mean, std = reg.predict(X, return_std=True)
+    np.testing.assert_allclose(std**2, dist.epistemic_var + dist.aleatoric_var, rtol=1e-12)
+    # aleatoric part: noise_std in standardised units, back in the target's units
+    np.testing.assert_allclose(dist.aleatoric_var, (0.2 * reg.y_scaler_.scale_[0]) ** 2)
+    assert np.all(dist.epistemic_var > 0)
+    assert reg.score(X, y) > 0.8
+    # partial_fit: new rows become new slots; earlier ones are not re-counted
+    online = MessagePassingRegressor(hidden_layer_sizes=(16,), batch_size=50, random_state=0)
+    online.partial_fit(X[:75], y[:75])
+    n1 = online.state_.n_slots
+    online.partial_fit(X[75:], y[75:])
+    assert online.state_.n_slots == n1 + 2 and online.n_iter_ == 2
+
+
+def test_classifier_likelihoods_learn(rng):
+    X = np.vstack([rng.normal(-2, 1, size=(60, 2)), rng.normal(2, 1, size=(60, 2))])
+    y = np.repeat(["a", "b"], 60)
+    for lik in ["argmax", "regression", "softmax"]:
+        clf = MessagePassingClassifier(
+            hidden_layer_sizes=(8,), likelihood=lik, max_epochs=4, batch_size=60, random_state=0
+        ).fit(X, y)
+        proba = clf.predict_proba(X)
+        np.testing.assert_allclose(proba.sum(1), 1.0)
+        assert clf.score(X, y) > 0.9, lik
+        assert list(clf.classes_) == ["a", "b"]
+
+
+def test_pipeline_and_grid_search(rng):
+    X = rng.normal(size=(80, 3))
+    y = X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=80)
+    pipe = make_pipeline(
+        StandardScaler(),
+        MessagePassingRegressor(hidden_layer_sizes=(4,), max_epochs=2, batch_size=40),
+    )
+    gs = GridSearchCV(pipe, {"messagepassingregressor__noise_std": [0.2, 0.5]}, cv=2)
+    gs.fit(X, y)
+    assert gs.best_params_["messagepassingregressor__noise_std"] in (0.2, 0.5)
+
+
+@pytest.mark.parametrize("memory", ["per_example", "per_batch"])
+def test_hard_data_no_nan_no_negative_precision(rng, memory):
+    X = rng.normal(size=(60, 4))
+    X[:, 1] = 7.0  # constant feature
+    X = np.vstack([X, X[:20]])  # duplicated rows
+    y = 1e6 * (X[:, 0] + np.sin(X[:, 2])) + 1e6
+    reg = MessagePassingRegressor(
+        hidden_layer_sizes=(8, 8), max_epochs=3, batch_size=32, memory=memory, random_state=0
+    ).fit(X, y)
+    st = reg.state_
+    for layer in range(st.n_layers):
+        for tau, rho in (st.post_w[layer], st.post_b[layer]):
+            assert np.all(np.isfinite(tau)) and np.all(np.isfinite(rho)) and np.all(rho > 0)
+        for tau, rho in st.slots_w[layer]:
+            assert np.all(np.isfinite(tau)) and np.all(rho >= 0)
+    mean, std = reg.predict(X, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)
+    clf = MessagePassingClassifier(hidden_layer_sizes=(8,), max_epochs=2, batch_size=32)
+    clf.fit(X * 1e6, (X[:, 0] > 0).astype(int))
+    assert np.all(np.isfinite(clf.predict_proba(X)))
