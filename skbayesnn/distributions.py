@@ -88,7 +88,7 @@ def _broadcast_shape(named_shapes):
 
 
 def _frozen(arr):
-    arr = np.array(arr, copy=None, order="C")
+    arr = np.asarray(arr, order="C")  # copies only when needed (NumPy 1.x and 2.x)
     arr.flags.writeable = False
     return arr
 

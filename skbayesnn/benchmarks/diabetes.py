@@ -23,7 +23,7 @@ def available_estimators(random_state=0):
     """``(name, estimator)`` pairs of the library's regressors, with defaults."""
     from sklearn.model_selection import GridSearchCV
 
-    from .. import BayesianLinearRegressor, PBPRegressor, TAGIRegressor
+    from .. import BayesianLinearRegressor, PBPRegressor, TAGIRegressor, VBNNRegressor
     from ..metrics import neg_nlpd_scorer
 
     # TAGI's observation noise is a hyperparameter (tagi.md §5): choose it on the
@@ -39,6 +39,9 @@ def available_estimators(random_state=0):
         ("TAGIRegressor (sigma_v by 3-fold CV)", _Searched(tagi)),
         # PBP learns its noise and prior precisions (pbp.md §3-4): no search.
         ("PBPRegressor", PBPRegressor(random_state=random_state)),
+        # VBNN's variational updates need no search either; 1x20 as the paper's
+        # diabetes study (vbnn.md §14.4).
+        ("VBNNRegressor (20,)", VBNNRegressor((20,), random_state=random_state)),
     ]
 
 

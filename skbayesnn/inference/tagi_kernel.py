@@ -58,8 +58,9 @@ def run_epoch_kernel(
 
     ``mask`` is a boolean ``(n, n_outputs)`` array of observed outputs (all True
     for regression).  Returns the number of parameter updates that used the
-    batch-summed form (the rest used the information-form combination).  Matrix products go to BLAS; the
-    element-wise steps are loops, so no temporaries are made for them.
+    batch-summed form (the rest used the information-form combination).  Matrix
+    products go to BLAS; the element-wise steps are loops, so no temporaries are
+    made for them.
     """
     n_layers = len(means)
     n, n_features = X.shape

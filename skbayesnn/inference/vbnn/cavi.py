@@ -59,6 +59,8 @@ class VBNNState:
     Ea: list = field(default_factory=list)
     Eaa: list = field(default_factory=list)
     cross: list = field(default_factory=list)
+    aug_mean: list = field(default_factory=list)
+    aug_sq: list = field(default_factory=list)
     inputs: object = None  # kept input columns of a pruned network (None: all)
 
     @property
@@ -107,11 +109,14 @@ class VBNNState:
             "M",
             "S",
             "S_logdet",
-            "Ea",
-            "Eaa",
             "cross",
+            "aug_mean",
+            "aug_sq",
         )
-        return replace(self, **{name: move(getattr(self, name)) for name in names})
+        moved = replace(self, **{name: move(getattr(self, name)) for name in names})
+        moved.Ea = [mu[:, 1:] for mu in moved.aug_mean]
+        moved.Eaa = [A[:, 1:, 1:] for A in moved.aug_sq]
+        return moved
 
 
 # --------------------------------------------------------------- primitives
@@ -161,16 +166,6 @@ def spd_inverse(P, xp, *, jitter=1e-10):
     return inv, logdet
 
 
-def augmented(Ea, Eaa, xp):
-    """``E[a~]`` and ``E[a~ a~^T]`` of ``a~ = (1, a)`` (vbnn.md §3.1)."""
-    n = Ea.shape[0]
-    one = xp.ones((n, 1), dtype=Ea.dtype)
-    mu = xp.concat([one, Ea], axis=1)
-    top = xp.concat([one[:, :, None], Ea[:, None, :]], axis=2)
-    bottom = xp.concat([Ea[:, :, None], Eaa], axis=2)
-    return mu, xp.concat([top, bottom], axis=1)
-
-
 def second_moment(m, B):
     """``C = B + m m^T`` per unit: ``E[W~^T W~]``."""
     return B + m[:, :, None] * m[:, None, :]
@@ -189,37 +184,57 @@ def pre_activation_moments(m, C, mu, A_tilde):
     return Ez, Ez2
 
 
-def cross_moment(Ea_next, cross):
-    """``c[n, d] = E[a_{j+1,d} a~_j]`` (vbnn.md §3.1), ``(N, n_{j+1}, n_j + 1)``."""
-    xp = array_namespace(Ea_next)
-    return xp.concat([Ea_next[:, :, None], cross], axis=2)
-
-
 # ------------------------------------------------------------------ moments
 def forward_moments(state, X):
-    """Set ``Ea``, ``Eaa``, ``cross`` from the chain ``q(a)`` (vbnn.md §3.1)."""
+    """Moments of the chain ``q(a)`` (vbnn.md §3.1), kept in augmented form.
+
+    Sets, per layer input ``a_j``: ``aug_mean[j] = E[a~_j]`` and ``aug_sq[j] =
+    E[a~_j a~_j^T]`` with ``a~ = (1, a)``; per hidden layer output: ``cross[j+1]
+    = E[a_{j+1} a~_j^T]`` (the vectors ``c`` of vbnn.md §3.1).  ``Ea``, ``Eaa``
+    are views into them.  For ``j = 0`` the input is fixed, so the products of
+    the recursion reduce to outer products.
+    """
     xp = array_namespace(X)
-    Ea = [X]
-    Eaa = [X[:, :, None] * X[:, None, :]]
-    cross = [None]
-    for j in range(state.n_layers - 1):
+    n = X.shape[0]
+    aug_mean, aug_sq, cross = [], [], [None]
+    mean = X
+    sq = None  # E[a a^T] of the current layer input (None: deterministic input)
+    for j in range(state.n_layers):
+        k = mean.shape[1]
+        mu = xp.ones((n, k + 1), dtype=X.dtype)
+        mu[:, 1:] = mean
+        A = xp.empty((n, k + 1, k + 1), dtype=X.dtype)
+        A[:, 0, :] = mu
+        A[:, :, 0] = mu
+        A[:, 1:, 1:] = mean[:, :, None] * mean[:, None, :] if sq is None else sq
+        aug_mean.append(mu)
+        aug_sq.append(A)
+        if j == state.n_layers - 1:
+            break
         t, M, S = state.t[j], state.M[j], state.S[j]
-        prev_mean, prev_sq = Ea[j], Eaa[j]
-        M_mean = (M @ prev_mean[:, :, None])[:, :, 0]
-        M_sq = M @ prev_sq
-        cross.append(t[:, :, None] * prev_mean[:, None, :] + M_sq)
-        tt = t[:, :, None] * t[:, None, :]
-        sym = M_mean[:, :, None] * t[:, None, :]
-        Eaa.append(S + tt + M_sq @ M.swapaxes(-1, -2) + sym + sym.swapaxes(-1, -2))
-        Ea.append(t + M_mean)
-    state.Ea, state.Eaa, state.cross = Ea, Eaa, cross
+        next_mean = t + (M @ mean[:, :, None])[:, :, 0]
+        if sq is None:
+            # Fixed input: a_{j+1} varies only through S.
+            c = next_mean[:, :, None] * mu[:, None, :]
+            sq = S + next_mean[:, :, None] * next_mean[:, None, :]
+        else:
+            # E[a_{j+1} a~_j^T] = t E[a~_j]^T + M E[a_j a~_j^T] (the rows of A~
+            # below the first); E[a_{j+1} a_{j+1}^T] = S + E[a_{j+1} a~_j^T] (t, M)^T.
+            c = t[:, :, None] * mu[:, None, :] + M @ A[:, 1:, :]
+            TM = xp.concatenate([t[:, :, None], M], axis=2)
+            sq = S + c @ TM.swapaxes(-1, -2)
+            sq = 0.5 * (sq + sq.swapaxes(-1, -2))
+        cross.append(c)
+        mean = next_mean
+    state.aug_mean, state.aug_sq, state.cross = aug_mean, aug_sq, cross
+    state.Ea = [mu[:, 1:] for mu in aug_mean]
+    state.Eaa = [A[:, 1:, 1:] for A in aug_sq]
     del xp
 
 
 def layer_statistics(state, j):
     """``(mu~, A~, C, E[z], E[z^2])`` of layer ``j`` under the current factors."""
-    xp = array_namespace(state.Ea[j])
-    mu, A_tilde = augmented(state.Ea[j], state.Eaa[j], xp)
+    mu, A_tilde = state.aug_mean[j], state.aug_sq[j]
     C = second_moment(state.m[j], state.B[j])
     Ez, Ez2 = pre_activation_moments(state.m[j], C, mu, A_tilde)
     return mu, A_tilde, C, Ez, Ez2
@@ -229,7 +244,7 @@ def hidden_residual(state, j, Ez2):
     """``E[(a - gamma z)^2]`` per row and unit of hidden layer ``j``: the exact form
     ``E[a^2] - 2 rho m^T c + rho E[z^2]`` (vbnn.md §4, §16.1)."""
     xp = array_namespace(Ez2)
-    c = cross_moment(state.Ea[j + 1], state.cross[j + 1])
+    c = state.cross[j + 1]
     mc = xp.sum(c * state.m[j][None, :, :], axis=-1)
     Ea2 = xp.diagonal(state.Eaa[j + 1], axis1=-2, axis2=-1)
     rho = state.rho[j]
@@ -265,7 +280,7 @@ def update_rho(state, j):
     """``q(gamma)`` of hidden layer ``j`` (Eq. 18)."""
     xp = array_namespace(state.m[j])
     Ez, Ez2 = layer_statistics(state, j)[3:]
-    c = cross_moment(state.Ea[j + 1], state.cross[j + 1])
+    c = state.cross[j + 1]
     mc = xp.sum(c * state.m[j][None, :, :], axis=-1)
     prec = state.noise_precision(j)
     logit = -0.5 * prec * Ez2 + prec * mc + Ez / state.temperature
@@ -276,14 +291,14 @@ def prior_precision_diagonal(state, j, xp):
     """``D^{-1}`` of every unit of layer ``j``: ``(1/s0^2, E[1/tau]E[1/psi], ...)``."""
     w_prec = to_device(state.prior.weight_precision(j), xp)
     bias = xp.full((w_prec.shape[0], 1), 1.0 / state.bias_var, dtype=w_prec.dtype)
-    return xp.concat([bias, w_prec], axis=1)
+    return xp.concatenate([bias, w_prec], axis=1)
 
 
 def weight_natural_parameters(state, j, Y, *, scale=1.0):
     """Data terms ``(Lambda, h)`` of ``q(W~_j)``: precision without the prior and
     the linear term (Eq. 16; ``scale = N / |batch|`` in SVI)."""
     xp = array_namespace(state.m[j])
-    mu, A_tilde = augmented(state.Ea[j], state.Eaa[j], xp)
+    mu, A_tilde = state.aug_mean[j], state.aug_sq[j]
     n, k = mu.shape
     T = state.temperature
     if j == state.n_layers - 1:
@@ -295,7 +310,7 @@ def weight_natural_parameters(state, j, Y, *, scale=1.0):
         rho = state.rho[j]
         coef = pg_mean(state.A[j], xp) / (T * T) + state.noise_precision(j) * rho
         Lam = (coef.T @ A_tilde.reshape(n, k * k)).reshape(-1, k, k)
-        c = cross_moment(state.Ea[j + 1], state.cross[j + 1])
+        c = state.cross[j + 1]
         w = state.noise_precision(j) * rho
         h = xp.sum(w[:, :, None] * c, axis=0) + ((rho - 0.5) / T).T @ mu
     return scale * Lam, scale * h
@@ -514,7 +529,7 @@ def ridge_output_means(Z, Y, penalty, xp):
     """Output weight means ``(b, W)`` by ridge regression of ``Y`` on ``Z`` with an
     unpenalised intercept (vbnn.md §7.1 step 6)."""
     n, k = Z.shape
-    Zt = xp.concat([xp.ones((n, 1), dtype=Z.dtype), Z], axis=1)
+    Zt = xp.concatenate([xp.ones((n, 1), dtype=Z.dtype), Z], axis=1)
     reg = xp.eye(k + 1, dtype=Z.dtype) * penalty
     reg[0, 0] = 0.0
     coef = xp.linalg.solve(Zt.T @ Zt + reg, Zt.T @ Y)
@@ -616,13 +631,16 @@ def cavi_sweep(state, Y, *, em_global=True, on_block=None):
         done("em")
 
 
-def run_cavi(state, Y, *, max_iter=200, tol=1e-5, patience=3, em_global=True, log=None):
+def run_cavi(
+    state, Y, *, max_iter=200, tol=1e-5, patience=3, em_global=True, log=None, history=None
+):
     """Algorithm 1 until the relative ELBO change stays below ``tol`` for
-    ``patience`` consecutive iterations (vbnn.md §5.1) or ``max_iter``.
+    ``patience`` consecutive iterations (vbnn.md §5.1) or ``max_iter`` more
+    iterations.  ``history`` continues an earlier run's ELBO list.
 
     Returns ``(elbo_history, converged)``.
     """
-    history = []
+    history = [] if history is None else list(history)
     calm = 0
     for it in range(max_iter):
         cavi_sweep(state, Y, em_global=em_global)
