@@ -2,14 +2,14 @@
 
 Usage: python benchmarks/digits_tagi.py [--epochs 40] [--cv 5] [--seeds 0 1 2 3 4] [--tune-mlp]
 
-Fixed stratified 75/25 split (random_state=0), 2x100 ReLU for both.  TAGI's
-sigma_v, probit scale alpha and input bound max_abs_z (None or 16, the pixel
-range) are chosen by GridSearchCV (stratified K-fold, neg_log_loss) on the
-training part only, then refitted on all of it; the prior gain is 0.25 (an
-earlier search over {0.25, 1} never chose 1).  MLPClassifier is reported with its
-defaults (the acceptance reference) and, with --tune-mlp, with its L2 penalty chosen by the same search.  Each model
-is fitted with every seed in --seeds (the split stays fixed); prints the mean and
-standard error over seeds of test accuracy, expected calibration error (15 bins,
+Fixed stratified 75/25 split (random_state=0), 2x100 ReLU for both. TAGI's sigma_v,
+probit scale alpha and input bound max_abs_z (None or 16, the pixel range) are
+chosen by GridSearchCV (stratified K-fold, neg_log_loss) on the training part only,
+then refitted on all of it; the prior gain is 0.25 (an earlier search over {0.25, 1}
+never chose 1). MLPClassifier is reported with its defaults (the acceptance
+reference) and, with --tune-mlp, with its L2 penalty chosen by the same search. Each
+model is fitted with every seed in --seeds (the split stays fixed); prints the mean
+and standard error over seeds of test accuracy, expected calibration error (15 bins,
 top label), categorical NLL and fit seconds (including any search), and the
 parameters each search chose.
 """
