@@ -51,12 +51,24 @@ _LOG2 = math.log(2.0)
 # scalar special functions
 # ----------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy")
+def _exp_square(x):
+    """``exp(x^2)`` with the rounding error of ``x^2`` compensated (Dekker's split)."""
+    c = 134217729.0 * x
+    hi = c - (c - x)
+    lo = x - hi
+    x2 = x * x
+    err = ((hi * hi - x2) + 2.0 * hi * lo) + lo * lo
+    return math.exp(x2) * (1.0 + err)
+
+
+@njit(cache=True, error_model="numpy")
 def erfcx(x):
     """Scaled complementary error function ``exp(x^2) erfc(x)``.
 
-    ``x < 0``: ``2 exp(x^2) - erfcx(-x)`` (no cancellation, ``inf`` on overflow);
-    ``0 <= x < 5``: ``exp(x^2) erfc(x)`` (relative error ``<~ x^2 eps``);
-    ``x >= 5``: Laplace's continued fraction
+    ``x < 0``: ``2 exp(x^2) - erfcx(-x)`` (no cancellation, ``inf`` on overflow;
+    ``x^2`` uncompensated, as in SciPy);
+    ``0 <= x < 26``: ``exp(x^2) erfc(x)`` with ``x^2`` compensated;
+    ``x >= 26``: Laplace's continued fraction
     ``sqrt(pi) erfcx(x) = 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))``.
     """
     if x != x:
@@ -64,13 +76,13 @@ def erfcx(x):
     if x < 0.0:
         if x < -26.7:
             return math.inf
-        return 2.0 * math.exp(x * x) - erfcx(-x)
-    if x < 5.0:
-        return math.exp(x * x) * math.erfc(x)
+        return 2.0 * math.exp(x * x) - erfcx(-x)  # as SciPy (Faddeeva) does
+    if x < 26.0:
+        return _exp_square(x) * math.erfc(x)
     if x > 1e150:
         return _INV_SQRT_PI / x
     f = x
-    for k in range(60, 0, -1):
+    for k in range(16, 0, -1):
         f = x + 0.5 * k / f
     return _INV_SQRT_PI / f
 
@@ -129,15 +141,21 @@ def _trunc_moments(mean, var):
     """``truncated_gaussian_moments``: log mass, mean, variance of N(mean, var) on x >= 0."""
     std = math.sqrt(var)
     t = mean / std
-    log_mass = log_ndtr(t)
     t_d = max(t, -_TRUNC_ASYMPTOTIC - 1.0)
+    e = erfcx(-t_d * _INV_SQRT_2)
+    if t != t:
+        log_mass = t
+    elif t > -1.0 or t < -_TRUNC_ASYMPTOTIC:
+        log_mass = log_ndtr(t)
+    else:  # log Phi(t) = log(erfcx(-t / sqrt 2) / 2) - t^2 / 2, sharing erfcx
+        log_mass = math.log(0.5 * e) - 0.5 * t * t
     if t < -_TRUNC_ASYMPTOTIC:
         a = min(max(-t, 1.0), 1e100)
         ia2 = 1.0 / (a * a)
         t_plus_lam = (1.0 - ia2 * (2.0 - 10.0 * ia2)) / a
         factor = ia2 * (1.0 - ia2 * (6.0 - 50.0 * ia2))
     else:
-        lam = _SQRT_2_OVER_PI / erfcx(-t_d * _INV_SQRT_2)
+        lam = _SQRT_2_OVER_PI / e
         t_plus_lam = t_d + lam
         factor = 1.0 - lam * (lam + t_d)
     factor = min(max(factor, _TINY), 1.0)
@@ -466,22 +484,8 @@ def _output(kind, z_m, z_v, Y, labels, i, noise_var, regularize, reg_var, am_noi
 # one visit of a batch (§6)
 # ----------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy")
-def _replace(q_t, q_r, m_t, m_r, m, j, k, t_new, r_new, per_example):
-    """EP replacement ``q <- q x new / old``; store ``new`` (§5.3, §6)."""
-    if per_example:
-        q_t[j, k] = q_t[j, k] + (t_new - m_t[m, j, k])
-        q_r[j, k] = q_r[j, k] + (r_new - m_r[m, j, k])
-        m_t[m, j, k] = t_new
-        m_r[m, j, k] = r_new
-    else:
-        q_t[j, k] = q_t[j, k] + t_new
-        q_r[j, k] = q_r[j, k] + r_new
-        m_t[m, j, k] = m_t[m, j, k] + t_new
-        m_r[m, j, k] = m_r[m, j, k] + r_new
-
-
-@njit(cache=True, error_model="numpy")
 def _replace_b(q_t, q_r, m_t, m_r, m, j, t_new, r_new, per_example):
+    """EP replacement ``q <- q x new / old`` of a bias; store ``new`` (§5.3, §6)."""
     if per_example:
         q_t[j] = q_t[j] + (t_new - m_t[m, j])
         q_r[j] = q_r[j] + (r_new - m_r[m, j])
@@ -492,6 +496,159 @@ def _replace_b(q_t, q_r, m_t, m_r, m, j, t_new, r_new, per_example):
         q_r[j] = q_r[j] + r_new
         m_t[m, j] = m_t[m, j] + t_new
         m_r[m, j] = m_r[m, j] + r_new
+
+
+@njit(cache=True, error_model="numpy")
+def _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, per_example, b_m, b_v):
+    """Moments of the example's bias cavities ``q / m_{n->b}`` (§5.3, §5.4)."""
+    for j in range(q_tb.shape[0]):
+        tb = q_tb[j]
+        rb = q_rb[j]
+        if per_example:
+            tb -= msg_tb[m, j]
+            rb -= msg_rb[m, j]
+        b_m[j], b_v[j] = _moments(tb, rb)
+
+
+@njit(cache=True, error_model="numpy")
+def _first_forward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, x, wm, wv,
+                   b_m, b_v, zm, zv):
+    """Forward message of the first layer from the example's cavities (§5.4)."""
+    _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, per_example, b_m, b_v)
+    d_out, d_in = qt.shape
+    for j in range(d_out):
+        qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
+        mt_j, mr_j = mt[m, j], mr[m, j]
+        acc_m = 0.0
+        acc_v = 0.0
+        for k in range(d_in):
+            tw = qt_j[k]
+            rw = qr_j[k]
+            if per_example:
+                tw -= mt_j[k]
+                rw -= mr_j[k]
+            if rw < _EPS:
+                mu, var = _moments(tw, rw)
+            else:
+                var = 1.0 / rw
+                mu = tw * var
+            wm_j[k] = mu
+            wv_j[k] = var
+            acc_m += mu * x[k]
+            acc_v += var * (x[k] * x[k])
+        zm[j] = acc_m + b_m[j]
+        zv[j] = acc_v + b_v[j]
+
+
+@njit(cache=True, error_model="numpy")
+def _hidden_forward(qt, qr, q_tb, q_rb, msg_tb, msg_rb, m, per_example, xm, xv, wm, wv,
+                    b_m, b_v, zm, zv):
+    """Forward message of the inner-product factor, VMP on the weight marginals (§5.3)."""
+    _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, per_example, b_m, b_v)
+    d_out, d_in = qt.shape
+    for j in range(d_out):
+        qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
+        acc_m = 0.0
+        acc_v = 0.0
+        for k in range(d_in):
+            rw = qr_j[k]
+            if rw < _EPS:
+                mu, var = _moments(qt_j[k], rw)
+            else:
+                var = 1.0 / rw
+                mu = qt_j[k] * var
+            wm_j[k] = mu
+            wv_j[k] = var
+            acc_m += xm[k] * mu
+            acc_v += (xm[k] * xm[k]) * var + xv[k] * (mu * mu + var)
+        zm[j] = acc_m + b_m[j]
+        zv[j] = acc_v + b_v[j]
+
+
+@njit(cache=True, error_model="numpy")
+def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, bias, xm, xv,
+                     wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br):
+    """Messages of the inner-product factor to weights, biases and inputs (§5.3).
+
+    The weights' messages replace the example's old ones in the marginals
+    (§6); the inputs' messages are written to ``bt``, ``br`` (floored, §8 item 3).
+    """
+    d_out, d_in = qt.shape
+    x_sq = np.empty(d_in)
+    for k in range(d_in):
+        x_sq[k] = xv[k] + xm[k] * xm[k]
+        bt[k] = 0.0
+        br[k] = 0.0
+    for j in range(d_out):
+        tz = tau_z[j]
+        rz = rho_z[j]
+        zmj = zm[j]
+        zvj = zv[j]
+        qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
+        mt_j, mr_j = mt[m, j], mr[m, j]
+        for k in range(d_in):
+            mu = wm_j[k]
+            var = wv_j[k]
+            xmk = xm[k]
+            xvk = xv[k]
+            e_p = xmk * mu
+            v_p = max(xvk * var + xvk * (mu * mu) + var * (xmk * xmk), 0.0)
+            # exact sum backward to p_jk (§5.1), coefficient 1
+            inv = 1.0 / (1.0 + rz * max(zvj - v_p, 0.0))
+            t_p = (tz - rz * (zmj - e_p)) * inv
+            r_p = rz * inv
+            # VMP messages to W (§5.2) and to the inputs (summed over j)
+            t_w = t_p * xmk
+            r_w = r_p * x_sq[k]
+            bt[k] += t_p * mu
+            br[k] += r_p * (var + mu * mu)
+            if per_example:
+                qt_j[k] += t_w - mt_j[k]
+                qr_j[k] += r_w - mr_j[k]
+                mt_j[k] = t_w
+                mr_j[k] = r_w
+            else:
+                qt_j[k] += t_w
+                qr_j[k] += r_w
+                mt_j[k] += t_w
+                mr_j[k] += r_w
+        if bias:
+            t_b, r_b = _wsum_backward(tz, rz, zmj, zvj, 1.0, b_m[j], b_v[j])
+            _replace_b(q_tb, q_rb, msg_tb, msg_rb, m, j, t_b, r_b, per_example)
+    for k in range(d_in):
+        bt[k], br[k] = _min_precision(bt[k], br[k])
+
+
+@njit(cache=True, error_model="numpy")
+def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, bias, x, wm, wv,
+                    b_m, b_v, zm, zv, tau_z, rho_z):
+    """Exact weighted-sum messages of the first layer to its weights and biases (§5.4)."""
+    d_out, d_in = qt.shape
+    for j in range(d_out):
+        tz = tau_z[j]
+        rz = rho_z[j]
+        zmj = zm[j]
+        zvj = zv[j]
+        qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
+        mt_j, mr_j = mt[m, j], mr[m, j]
+        for k in range(d_in):
+            c = x[k]
+            inv = 1.0 / (1.0 + rz * max(zvj - c * c * wv_j[k], 0.0))
+            t_w = c * (tz - rz * (zmj - c * wm_j[k])) * inv
+            r_w = c * c * rz * inv
+            if per_example:
+                qt_j[k] += t_w - mt_j[k]
+                qr_j[k] += r_w - mr_j[k]
+                mt_j[k] = t_w
+                mr_j[k] = r_w
+            else:
+                qt_j[k] += t_w
+                qr_j[k] += r_w
+                mt_j[k] += t_w
+                mr_j[k] += r_w
+        if bias:
+            t_b, r_b = _wsum_backward(tz, rz, zmj, zvj, 1.0, b_m[j], b_v[j])
+            _replace_b(q_tb, q_rb, msg_tb, msg_rb, m, j, t_b, r_b, per_example)
 
 
 @njit(cache=True, error_model="numpy")
@@ -593,125 +750,47 @@ def visit_kernel(
             i = order[s]
             m = i if per_example else 0
             # ---- forward: first layer, EP cavities of the example (§5.4)
-            qt, qr, mt, mr = q_tw[0], q_rw[0], msg_tw[0], msg_rw[0]
-            wm, wv, bm, bv = w_m[0], w_v[0], b_m[0], b_v[0]
-            zm, zv = z_m[0], z_v[0]
-            d_out, d_in = qt.shape
-            for j in range(d_out):
-                tb = q_tb[0][j]
-                rb = q_rb[0][j]
-                if per_example:
-                    tb -= msg_tb[0][m, j]
-                    rb -= msg_rb[0][m, j]
-                bm[j], bv[j] = _moments(tb, rb)
-                acc_m = 0.0
-                acc_v = 0.0
-                for k in range(d_in):
-                    tw = qt[j, k]
-                    rw = qr[j, k]
-                    if per_example:
-                        tw -= mt[m, j, k]
-                        rw -= mr[m, j, k]
-                    mu, var = _moments(tw, rw)
-                    wm[j, k] = mu
-                    wv[j, k] = var
-                    xk = X[i, k]
-                    acc_m += mu * xk
-                    acc_v += var * (xk * xk)
-                zm[j] = acc_m + bm[j]
-                zv[j] = acc_v + bv[j]
+            _first_forward(q_tw[0], q_rw[0], q_tb[0], q_rb[0], msg_tw[0], msg_rw[0],
+                           msg_tb[0], msg_rb[0], m, per_example, X[i], w_m[0], w_v[0],
+                           b_m[0], b_v[0], z_m[0], z_v[0])
             # ---- forward: hidden layers (§5.6 (b), §5.3)
             for layer in range(1, n_layers):
-                bt = back_t[layer - 1]
-                br = back_r[layer - 1]
+                bt = back_t[layer - 1][i]
+                br = back_r[layer - 1][i]
                 zm_prev, zv_prev = z_m[layer - 1], z_v[layer - 1]
                 xm, xv = x_m[layer], x_v[layer]
                 for k in range(zm_prev.shape[0]):
-                    ta = bt[i, k]
-                    ra = br[i, k]
+                    ta = bt[k]
+                    ra = br[k]
                     am, av, used = _leaky_forward(zm_prev[k], zv_prev[k], ta, ra, alpha)
                     if not used and ra > 0.0:
                         n_fallback += 1
                     # input marginal q(x) = forward x stored backward (§5.3)
                     xm[k], xv[k] = _moments(am / av + ta, 1.0 / av + ra)
-                qt, qr = q_tw[layer], q_rw[layer]
-                wm, wv, bm, bv = w_m[layer], w_v[layer], b_m[layer], b_v[layer]
-                zm, zv = z_m[layer], z_v[layer]
-                d_out, d_in = qt.shape
-                for j in range(d_out):
-                    tb = q_tb[layer][j]
-                    rb = q_rb[layer][j]
-                    if per_example:
-                        tb -= msg_tb[layer][m, j]
-                        rb -= msg_rb[layer][m, j]
-                    bm[j], bv[j] = _moments(tb, rb)
-                    acc_m = 0.0
-                    acc_v = 0.0
-                    for k in range(d_in):
-                        mu, var = _moments(qt[j, k], qr[j, k])  # VMP: full marginal (§5.2)
-                        wm[j, k] = mu
-                        wv[j, k] = var
-                        acc_m += xm[k] * mu
-                        acc_v += (xm[k] * xm[k]) * var + xv[k] * (mu * mu + var)
-                    zm[j] = acc_m + bm[j]
-                    zv[j] = acc_v + bv[j]
+                _hidden_forward(q_tw[layer], q_rw[layer], q_tb[layer], q_rb[layer],
+                                msg_tb[layer], msg_rb[layer], m, per_example, xm, xv,
+                                w_m[layer], w_v[layer], b_m[layer], b_v[layer], z_m[layer],
+                                z_v[layer])
             # ---- output factor (§5.8-5.11)
             _output(kind, z_m[n_layers - 1], z_v[n_layers - 1], Y, labels, i, noise_var,
                     regularize, reg_var, am_noise, u, width, min_mass, tau_z, rho_z)
             # ---- backward: hidden layers, top first (§5.3, §5.6 (c))
             for layer in range(n_layers - 1, 0, -1):
-                qt, qr, mt, mr = q_tw[layer], q_rw[layer], msg_tw[layer], msg_rw[layer]
-                wm, wv, bm, bv = w_m[layer], w_v[layer], b_m[layer], b_v[layer]
-                zm, zv, xm, xv = z_m[layer], z_v[layer], x_m[layer], x_v[layer]
-                d_out, d_in = qt.shape
-                bt = back_t[layer - 1]
-                br = back_r[layer - 1]
-                for k in range(d_in):
-                    bt[i, k] = 0.0
-                    br[i, k] = 0.0
-                for j in range(d_out):
-                    tz = tau_z[j]
-                    rz = rho_z[j]
-                    for k in range(d_in):
-                        mu = wm[j, k]
-                        var = wv[j, k]
-                        e_p = xm[k] * mu
-                        v_p = max(xv[k] * var + xv[k] * (mu * mu) + var * (xm[k] * xm[k]), 0.0)
-                        t_p, r_p = _wsum_backward(tz, rz, zm[j], zv[j], 1.0, e_p, v_p)
-                        # VMP messages to W (§5.2) and the inputs (summed over j)
-                        t_w = t_p * xm[k]
-                        r_w = r_p * (xv[k] + xm[k] * xm[k])
-                        bt[i, k] += t_p * mu
-                        br[i, k] += r_p * (var + mu * mu)
-                        _replace(qt, qr, mt, mr, m, j, k, t_w, r_w, per_example)
-                    if bias:
-                        t_b, r_b = _wsum_backward(tz, rz, zm[j], zv[j], 1.0, bm[j], bv[j])
-                        _replace_b(q_tb[layer], q_rb[layer], msg_tb[layer], msg_rb[layer], m,
-                                   j, t_b, r_b, per_example)
+                bt = back_t[layer - 1][i]
+                br = back_r[layer - 1][i]
+                _hidden_backward(q_tw[layer], q_rw[layer], q_tb[layer], q_rb[layer],
+                                 msg_tw[layer], msg_rw[layer], msg_tb[layer], msg_rb[layer],
+                                 m, per_example, bias, x_m[layer], x_v[layer], w_m[layer],
+                                 w_v[layer], b_m[layer], b_v[layer], z_m[layer], z_v[layer],
+                                 tau_z, rho_z, bt, br)
                 zm_prev, zv_prev = z_m[layer - 1], z_v[layer - 1]
-                for k in range(d_in):
-                    tx, rx = _min_precision(bt[i, k], br[i, k])
-                    bt[i, k] = tx
-                    br[i, k] = rx
-                for k in range(d_in):
-                    tau_z[k], rho_z[k] = _leaky_backward(
-                        zm_prev[k], zv_prev[k], bt[i, k], br[i, k], alpha
-                    )
+                for k in range(zm_prev.shape[0]):
+                    tau_z[k], rho_z[k] = _leaky_backward(zm_prev[k], zv_prev[k], bt[k], br[k],
+                                                         alpha)
             # ---- backward: first layer, exact weighted sum (§5.4, §5.1)
-            qt, qr, mt, mr = q_tw[0], q_rw[0], msg_tw[0], msg_rw[0]
-            wm, wv, bm, bv = w_m[0], w_v[0], b_m[0], b_v[0]
-            zm, zv = z_m[0], z_v[0]
-            d_out, d_in = qt.shape
-            for j in range(d_out):
-                tz = tau_z[j]
-                rz = rho_z[j]
-                for k in range(d_in):
-                    t_w, r_w = _wsum_backward(tz, rz, zm[j], zv[j], X[i, k], wm[j, k], wv[j, k])
-                    _replace(qt, qr, mt, mr, m, j, k, t_w, r_w, per_example)
-                if bias:
-                    t_b, r_b = _wsum_backward(tz, rz, zm[j], zv[j], 1.0, bm[j], bv[j])
-                    _replace_b(q_tb[0], q_rb[0], msg_tb[0], msg_rb[0], m, j, t_b, r_b,
-                               per_example)
+            _first_backward(q_tw[0], q_rw[0], q_tb[0], q_rb[0], msg_tw[0], msg_rw[0],
+                            msg_tb[0], msg_rb[0], m, per_example, bias, X[i], w_m[0], w_v[0],
+                            b_m[0], b_v[0], z_m[0], z_v[0], tau_z, rho_z)
         _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
                    msg_tw, msg_rw, msg_tb, msg_rb)
     return n_fallback
