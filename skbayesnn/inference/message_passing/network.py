@@ -24,6 +24,12 @@ size and ``H`` the number of hidden units:
 * ``memory="per_batch"``: ``16 * (P * (B + 4) + b * H)`` bytes.
 
 (:func:`memory_bytes` evaluates them.)
+
+Compiled path.  On NumPy float64 arrays with the paper's one-example-at-a-time
+schedule (``chunk_size=1``) :func:`train_batch` runs the iterations of a visit
+in the Numba kernel of :mod:`.kernel` (the same arithmetic and guards); the
+array functions remain the reference and the path of CuPy and other
+namespaces (``use_kernel=False`` forces them).
 """
 
 from __future__ import annotations
