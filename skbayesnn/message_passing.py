@@ -15,7 +15,6 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._backend import array_namespace
 from .base import (
     BaseBayesianClassifier,
     BaseBayesianRegressor,
@@ -329,20 +328,12 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         self.verbose = verbose
 
     def _output(self):
-        kind = self.likelihood
-        n_classes = len(self.classes_)
-        noise_var = float(self.noise_std) ** 2
-        regularize = bool(self.regularize)
-
-        def output(z_mean, z_var, labels):
-            if kind == "argmax":
-                return likelihood.argmax_backward(z_mean, z_var, labels, regularize=regularize)
-            if kind == "softmax":
-                return likelihood.softmax_backward(z_mean, z_var, labels)
-            hot = likelihood.one_hot(labels, n_classes, array_namespace(z_mean))
-            return likelihood.regression_backward(hot, noise_var)
-
-        return output
+        return network.classification_output(
+            self.likelihood,
+            len(self.classes_),
+            noise_var=float(self.noise_std) ** 2,
+            regularize=bool(self.regularize),
+        )
 
     def _init_online(self, n_features, n_classes, xp, rng):
         self._init_state(n_features, n_classes, xp, rng)

@@ -24,6 +24,12 @@ size and ``H`` the number of hidden units:
 * ``memory="per_batch"``: ``16 * (P * (B + 4) + b * H)`` bytes.
 
 (:func:`memory_bytes` evaluates them.)
+
+Compiled path.  On NumPy float64 arrays with the paper's one-example-at-a-time
+schedule (``chunk_size=1``) :func:`train_batch` runs the iterations of a visit
+in the Numba kernel of :mod:`.kernel` (the same arithmetic and guards); the
+array functions remain the reference and the path of CuPy and other
+namespaces (``use_kernel=False`` forces them).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...core.gaussian import damp, from_natural, min_precision, to_natural
-from . import activation, likelihood, linear
+from . import activation, kernel, likelihood, linear
 
 __all__ = [
     "MPState",
@@ -47,6 +53,8 @@ __all__ = [
     "add_batches",
     "predict_moments",
     "posterior_moments",
+    "regression_output",
+    "classification_output",
 ]
 
 EPS = 1e-8
@@ -346,8 +354,86 @@ def _commit(state, active, rate):
     _recompute_posterior(state)
 
 
+def _kernel_ready(state, X, output, chunk_size):
+    """Whether a visit can run in the compiled kernel (:mod:`.kernel`).
+
+    NumPy float64 arrays, the paper's one-example-at-a-time schedule and an
+    output factor the kernel knows (``output.kernel_spec``).
+    """
+    return (
+        state.xp is np
+        and chunk_size == 1
+        and getattr(output, "kernel_spec", None) is not None
+        and isinstance(X, np.ndarray)
+        and X.dtype == np.float64
+        and all(t.dtype == np.float64 for t, _ in state.post_w)
+    )
+
+
+def _visit_kernel(active, X, target, order, n_iter, spec):
+    """Run the iterations of one visit in :func:`.kernel.visit_kernel` (§6 step 2)."""
+    st = active.state
+    n = X.shape[0]
+    kind = spec["kind"]
+    if kind == kernel.REGRESSION:
+        Y = np.ascontiguousarray(target, dtype=np.float64)
+        labels = np.zeros(1, dtype=np.int64)
+    else:
+        Y = np.zeros((1, 1))
+        labels = np.ascontiguousarray(target, dtype=np.int64)
+    if active.back:
+        back_t = tuple(t for t, _ in active.back)
+        back_r = tuple(r for _, r in active.back)
+    else:  # no hidden layer: a dummy keeps the tuple types fixed
+        back_t = back_r = (np.zeros((n, 1)),)
+    n_fb = kernel.visit_kernel(
+        tuple(t for t, _ in active.cav_w),
+        tuple(r for _, r in active.cav_w),
+        tuple(t for t, _ in active.cav_b),
+        tuple(r for _, r in active.cav_b),
+        tuple(t for t, _ in active.q_w),
+        tuple(r for _, r in active.q_w),
+        tuple(t for t, _ in active.q_b),
+        tuple(r for _, r in active.q_b),
+        tuple(t for t, _ in active.msg_w),
+        tuple(r for _, r in active.msg_w),
+        tuple(t for t, _ in active.msg_b),
+        tuple(r for _, r in active.msg_b),
+        back_t,
+        back_r,
+        np.ascontiguousarray(X),
+        Y,
+        labels,
+        np.ascontiguousarray(order, dtype=np.int64),
+        int(n_iter),
+        bool(active.per_example),
+        bool(st.bias),
+        float(st.alpha),
+        int(kind),
+        float(spec.get("noise_var", 1.0)),
+        bool(spec.get("regularize", False)),
+        float(spec.get("reg_var", likelihood.ARGMAX_REG_VAR)),
+        float(spec.get("argmax_noise", likelihood.ARGMAX_NOISE)),
+        np.linspace(0.0, 1.0, int(spec.get("n_grid", 401))),
+        float(spec.get("width", 8.0)),
+        float(spec.get("min_mass", 1e-12)),
+    )
+    st.n_fallback += int(n_fb)
+
+
 def train_batch(
-    state, X, target, slot, *, output, n_iter, rng, rate=1.0, per_example=True, chunk_size=1
+    state,
+    X,
+    target,
+    slot,
+    *,
+    output,
+    n_iter,
+    rng,
+    rate=1.0,
+    per_example=True,
+    chunk_size=1,
+    use_kernel=None,
 ):
     """Visit batch ``slot`` with data ``(X, target)`` for ``n_iter`` iterations (§6).
 
@@ -361,7 +447,9 @@ def train_batch(
         The batch's slot.
     output : callable
         ``output(z_mean, z_var, target) -> (tau, rho)``: the output factor's
-        backward messages (likelihood module).
+        backward messages (likelihood module).  Callables made by
+        :func:`regression_output` and :func:`classification_output` also
+        carry a ``kernel_spec`` for the compiled kernel.
     n_iter : int
         Iterations (passes over every example of the batch).
     rng : numpy Generator
@@ -373,11 +461,24 @@ def train_batch(
     chunk_size : int
         Examples processed together from the same marginals (1 = the paper's
         sequential schedule).
+    use_kernel : bool or None, default=None
+        Run the iterations in the compiled CPU kernel (:mod:`.kernel`, the same
+        arithmetic).  None: whenever possible (NumPy float64 arrays,
+        ``chunk_size=1`` and an output with a ``kernel_spec``); False: the
+        array functions (the reference, and the path of other namespaces).
     """
     xp = state.xp
     n = X.shape[0]
     active = _ActiveBatch(state, slot, n, per_example)
     order = rng.permutation(n)
+    ready = _kernel_ready(state, X, output, chunk_size)
+    if use_kernel and not ready:
+        raise ValueError("the compiled kernel needs NumPy float64 arrays, chunk_size=1 "
+                         "and an output factor with a kernel_spec")
+    if ready and use_kernel is not False:
+        _visit_kernel(active, X, target, order, n_iter, output.kernel_spec)
+        _commit(state, active, rate)
+        return
     for it in range(n_iter):
         if not per_example and it > 0:
             active.reset_messages()
@@ -389,8 +490,13 @@ def train_batch(
     _commit(state, active, rate)
 
 
-def run_epoch(state, batches, *, output, n_iter, rng, epoch, per_example=True, chunk_size=1):
-    """One epoch: every ``(slot, X, target)`` in ``batches``, in random order (§6)."""
+def run_epoch(
+    state, batches, *, output, n_iter, rng, epoch, per_example=True, chunk_size=1, use_kernel=None
+):
+    """One epoch: every ``(slot, X, target)`` in ``batches``, in random order (§6).
+
+    ``use_kernel`` as in :func:`train_batch`.
+    """
     rate = ema_rate(epoch)
     for k in rng.permutation(len(batches)):
         slot, Xb, tb = batches[k]
@@ -405,6 +511,7 @@ def run_epoch(state, batches, *, output, n_iter, rng, epoch, per_example=True, c
             rate=rate,
             per_example=per_example,
             chunk_size=chunk_size,
+            use_kernel=use_kernel,
         )
 
 
@@ -441,4 +548,47 @@ def regression_output(noise_var):
     def output(z_mean, z_var, y):
         return likelihood.regression_backward(y, noise_var)
 
+    output.kernel_spec = {"kind": kernel.REGRESSION, "noise_var": float(noise_var)}
+    return output
+
+
+def classification_output(kind, n_classes, *, noise_var=0.01, regularize=False):
+    """Output callable of a classification factor on integer labels (§3.3).
+
+    Parameters
+    ----------
+    kind : {"argmax", "regression", "softmax"}
+        The argmax factor (§5.11), Gaussian regression on one-hot targets
+        (R-MP, §5.8) or the softmax factor (§5.10).
+    n_classes : int
+    noise_var : float, default=0.01
+        ``beta^2`` of the one-hot regression.
+    regularize : bool, default=False
+        The argmax factor's one-hot regularisation (§5.11).
+
+    Returns
+    -------
+    output : callable
+        ``output(z_mean, z_var, labels) -> (tau, rho)``, with a ``kernel_spec``.
+    """
+    from ..._backend import array_namespace
+
+    def output(z_mean, z_var, labels):
+        if kind == "argmax":
+            return likelihood.argmax_backward(z_mean, z_var, labels, regularize=regularize)
+        if kind == "softmax":
+            return likelihood.softmax_backward(z_mean, z_var, labels)
+        hot = likelihood.one_hot(labels, n_classes, array_namespace(z_mean))
+        return likelihood.regression_backward(hot, noise_var)
+
+    codes = {
+        "argmax": kernel.ARGMAX,
+        "softmax": kernel.SOFTMAX,
+        "regression": kernel.ONE_HOT_REGRESSION,
+    }
+    output.kernel_spec = {
+        "kind": codes[kind],
+        "noise_var": float(noise_var),
+        "regularize": bool(regularize),
+    }
     return output

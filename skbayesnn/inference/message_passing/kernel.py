@@ -1,0 +1,796 @@
+"""Compiled CPU kernel of one batch visit of the message-passing engine.
+
+The paper's schedule (message_passing.md §6) processes the examples of the
+active batch one at a time: a forward pass (§5.3, §5.4, §5.6 (b)), the output
+factor (§5.8-5.11) and a backward pass (§5.3, §5.4, §5.6 (c)) whose messages to
+the weights replace the example's old ones in the marginals.  On NumPy arrays
+one such step is ~100 small array operations whose fixed cost dominates (a few
+ms per example).  :func:`visit_kernel` runs every iteration of one visit
+compiled by Numba, with scalar loops and the same arithmetic and guards as the
+array functions of :mod:`.linear`, :mod:`.activation` and :mod:`.likelihood`
+(the array path stays the reference and the path for CuPy and strict
+namespaces; ``tests/inference/test_mp_kernel.py`` checks that the two agree to
+rounding).  The scalar special functions below (``erfcx``, ``log_ndtr``,
+``ndtr``) agree with SciPy's to a few ulp.
+
+Layout follows :class:`~skbayesnn.inference.message_passing.network._ActiveBatch`:
+per layer ``(n_out, n_in)`` weight and ``(n_out,)`` bias arrays (tuples over
+layers), per-example messages ``(n_m, n_out, n_in)`` (``n_m = n`` with
+``memory="per_example"``, 1 with ``"per_batch"``) and the stored backward
+messages of the hidden layers ``(n, d)``; everything is updated in place.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ..pbp_kernel import _relu_parts
+
+#: Output factor codes of :func:`visit_kernel`.
+REGRESSION, ONE_HOT_REGRESSION, ARGMAX, SOFTMAX = 0, 1, 2, 3
+
+_EPS = 1e-8  # precision floor (§8 item 3)
+_LOG_MIN_MASS = math.log(1e-8)  # LeakyReLU forward guard (§5.6, §10)
+_RHO_A_GUARD = 2e-8
+_MIN_VAR = 1e-12
+_LOG_2PI = math.log(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_TRUNC_ASYMPTOTIC = 50.0
+_TINY = np.finfo(np.float64).tiny
+_ROOT_BIG = math.sqrt(np.finfo(np.float64).max)
+_LOG2 = math.log(2.0)
+
+
+# ----------------------------------------------------------------------------
+# scalar special functions
+# ----------------------------------------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _exp_square(x):
+    """``exp(x^2)`` with the rounding error of ``x^2`` compensated (Dekker's split)."""
+    c = 134217729.0 * x
+    hi = c - (c - x)
+    lo = x - hi
+    x2 = x * x
+    err = ((hi * hi - x2) + 2.0 * hi * lo) + lo * lo
+    return math.exp(x2) * (1.0 + err)
+
+
+@njit(cache=True, error_model="numpy")
+def erfcx(x):
+    """Scaled complementary error function ``exp(x^2) erfc(x)``.
+
+    ``x < 0``: ``2 exp(x^2) - erfcx(-x)`` (no cancellation, ``inf`` on overflow;
+    ``x^2`` uncompensated, as in SciPy);
+    ``0 <= x < 26``: ``exp(x^2) erfc(x)`` with ``x^2`` compensated;
+    ``x >= 26``: Laplace's continued fraction
+    ``sqrt(pi) erfcx(x) = 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))``.
+    """
+    if x != x:
+        return x
+    if x < 0.0:
+        if x < -26.7:
+            return math.inf
+        return 2.0 * math.exp(x * x) - erfcx(-x)  # as SciPy (Faddeeva) does
+    if x < 26.0:
+        return _exp_square(x) * math.erfc(x)
+    if x > 1e150:
+        return _INV_SQRT_PI / x
+    f = x
+    for k in range(16, 0, -1):
+        f = x + 0.5 * k / f
+    return _INV_SQRT_PI / f
+
+
+@njit(cache=True, error_model="numpy")
+def ndtr(t):
+    """Standard normal cdf ``Phi(t)``."""
+    return 0.5 * math.erfc(-t * _INV_SQRT_2)
+
+
+@njit(cache=True, error_model="numpy")
+def log_ndtr(t):
+    """``log Phi(t)`` without underflow (``log(erfcx(-t/sqrt 2)/2) - t^2/2`` for t < -1)."""
+    if t != t:
+        return t
+    if t > 0.0:
+        return math.log1p(-0.5 * math.erfc(t * _INV_SQRT_2))
+    if t > -1.0:
+        return math.log(0.5 * math.erfc(-t * _INV_SQRT_2))
+    return math.log(0.5 * erfcx(-t * _INV_SQRT_2)) - 0.5 * t * t
+
+
+# ----------------------------------------------------------------------------
+# Gaussian algebra (core.gaussian, elementwise)
+# ----------------------------------------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _moments(tau, rho):
+    """``from_natural(min_precision(tau, rho, 1e-8))`` (§1, §8 item 3)."""
+    if rho < _EPS:
+        mean = 0.0 if rho == 0.0 else tau / rho
+        tau = mean * _EPS
+        rho = _EPS
+    return tau / rho, 1.0 / rho
+
+
+@njit(cache=True, error_model="numpy")
+def _min_precision(tau, rho):
+    """``min_rho(G(tau, rho), 1e-8)`` (§1)."""
+    if rho < _EPS:
+        mean = 0.0 if rho == 0.0 else tau / rho
+        return mean * _EPS, _EPS
+    return tau, rho
+
+
+@njit(cache=True, error_model="numpy")
+def _wsum_backward(tau_s, rho_s, sum_mean, sum_var, coef, term_mean, term_var):
+    """Exact message to one summand of a weighted sum (§5.1, ``weighted_sum_backward``)."""
+    rest_var = max(sum_var - coef * coef * term_var, 0.0)
+    rest_mean = sum_mean - coef * term_mean
+    den = 1.0 + rho_s * rest_var
+    return coef * (tau_s - rho_s * rest_mean) / den, coef * coef * rho_s / den
+
+
+@njit(cache=True, error_model="numpy")
+def _trunc_moments(mean, var):
+    """``truncated_gaussian_moments``: log mass, mean, variance of N(mean, var) on x >= 0."""
+    std = math.sqrt(var)
+    t = mean / std
+    t_d = max(t, -_TRUNC_ASYMPTOTIC - 1.0)
+    e = erfcx(-t_d * _INV_SQRT_2)
+    if t != t:
+        log_mass = t
+    elif t > -1.0 or t < -_TRUNC_ASYMPTOTIC:
+        log_mass = log_ndtr(t)
+    else:  # log Phi(t) = log(erfcx(-t / sqrt 2) / 2) - t^2 / 2, sharing erfcx
+        log_mass = math.log(0.5 * e) - 0.5 * t * t
+    if t < -_TRUNC_ASYMPTOTIC:
+        a = min(max(-t, 1.0), 1e100)
+        ia2 = 1.0 / (a * a)
+        t_plus_lam = (1.0 - ia2 * (2.0 - 10.0 * ia2)) / a
+        factor = ia2 * (1.0 - ia2 * (6.0 - 50.0 * ia2))
+    else:
+        lam = _SQRT_2_OVER_PI / e
+        t_plus_lam = t_d + lam
+        factor = 1.0 - lam * (lam + t_d)
+    factor = min(max(factor, _TINY), 1.0)
+    return log_mass, std * t_plus_lam, var * factor
+
+
+@njit(cache=True, error_model="numpy")
+def _normalizer_log(mean1, var1, mean2, var2):
+    """``product_normalizer_log``: ``log N(m1; m2, v1 + v2)``."""
+    s = var1 + var2
+    d = mean1 - mean2
+    if s > 0.0:
+        z = d / math.sqrt(s)
+        z2 = z * z if abs(z) < _ROOT_BIG else math.inf
+        return -0.5 * (_LOG_2PI + math.log(s)) - 0.5 * z2
+    if s == 0.0:
+        return math.inf if d == 0.0 else -math.inf
+    return math.nan
+
+
+@njit(cache=True, error_model="numpy")
+def _mixture2(lw0, lw1, m0, m1, v0, v1):
+    """Mixture weights and moment match of two components (``_mixture_weights`` and
+    ``moment_match_mixture``).  Returns ``(mean, var, log_m0, finite)``."""
+    if lw0 != lw0 or lw1 != lw1:
+        top = math.nan
+    else:
+        top = max(lw0, lw1)
+    finite = math.isfinite(top)
+    shift = top if finite else 0.0
+    w0 = math.exp(lw0 - shift)
+    w1 = math.exp(lw1 - shift)
+    log_m0 = top + math.log(w0 + w1) if finite else -math.inf
+    w_max = max(w0, w1) if (w0 == w0 and w1 == w1) else math.nan
+    den = w_max if w_max > 0.0 else 1.0
+    w0 = w0 / den
+    w1 = w1 / den
+    total = w0 + w1
+    has_mass = total > 0.0
+    den = total if has_mass else 1.0
+    w0 = w0 / den
+    w1 = w1 / den
+    mean = 0.0
+    if w0 > 0.0:
+        mean += w0 * m0
+    if w1 > 0.0:
+        mean += w1 * m1
+    var = 0.0
+    if w0 > 0.0:
+        dev = m0 - mean
+        var += w0 * (v0 + dev * dev)
+    if w1 > 0.0:
+        dev = m1 - mean
+        var += w1 * (v1 + dev * dev)
+    if not has_mass:
+        mean = 0.0
+        var = math.inf
+    return mean, var, log_m0, finite
+
+
+# ----------------------------------------------------------------------------
+# (leaky) ReLU factor (§5.6)
+# ----------------------------------------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _tilted(z_mean, z_var, tau_a, rho_a, alpha):
+    """``leaky_relu_tilted``: log masses, means and variances of the two parts."""
+    tau_z = z_mean / z_var
+    rho_z = 1.0 / z_var
+    a_mean = tau_a / rho_a
+    a_var = 1.0 / rho_a
+    rho_p = rho_z + rho_a
+    m_p = (tau_z + tau_a) / rho_p
+    lm_p, e_p, v_p = _trunc_moments(m_p, 1.0 / rho_p)
+    lw_p = _normalizer_log(z_mean, z_var, a_mean, a_var) + lm_p
+    rho_n = rho_z + alpha * alpha * rho_a
+    m_n = (tau_z + alpha * tau_a) / rho_n
+    lm_n, e_n, v_n = _trunc_moments(-m_n, 1.0 / rho_n)
+    lw_n = _normalizer_log(alpha * z_mean, alpha * alpha * z_var, a_mean, a_var) + lm_n
+    return lw_p, lw_n, e_p, -e_n, v_p, v_n
+
+
+@njit(cache=True, error_model="numpy")
+def _leaky_direct(z_mean, z_var, alpha):
+    """``leaky_relu_forward_direct``: moments of LeakyReLU(N(z_mean, z_var)) (§5.6 (a))."""
+    mr, vr, cdf, ccdf, _, _, _ = _relu_parts(z_mean, z_var)
+    b = 1.0 - alpha
+    mean = b * mr + alpha * z_mean
+    var = alpha * alpha * z_var + b * b * vr + 2.0 * alpha * b * z_var * cdf
+    if z_var == 0.0:
+        mean = z_mean if z_mean > 0.0 else alpha * z_mean
+    return mean, max(var, _MIN_VAR)
+
+
+@njit(cache=True, error_model="numpy")
+def _leaky_forward(z_mean, z_var, tau_a, rho_a, alpha):
+    """``leaky_relu_forward``: marginal approximation with its guards (§5.6 (b)).
+
+    Returns ``(mean, var, accepted)``.
+    """
+    ok = rho_a > 0.0 and math.isfinite(rho_a) and math.isfinite(tau_a)
+    if ok:
+        lw_p, lw_n, e_p, e_n, v_p, v_n = _tilted(z_mean, z_var, tau_a, rho_a, alpha)
+        m_mean, m_var, log_m0, finite = _mixture2(
+            lw_p, lw_n, e_p, alpha * e_n, v_p, alpha * alpha * v_n
+        )
+        rho_m = 1.0 / (m_var if m_var > 0.0 else 1.0)
+        tau_m = m_mean * rho_m
+        rho_msg = rho_m - rho_a
+        tau_msg = tau_m - tau_a
+        accept = (
+            finite
+            and log_m0 > _LOG_MIN_MASS
+            and m_var > 0.0
+            and math.isfinite(rho_msg)
+            and math.isfinite(tau_msg)
+            and rho_m >= 1.0 / z_var + rho_a
+        )
+        if accept:
+            m_acc = tau_msg / rho_msg
+            v_acc = 1.0 / rho_msg
+            if math.isfinite(m_acc) and v_acc > 0.0 and math.isfinite(v_acc):
+                return m_acc, v_acc, True
+    d_mean, d_var = _leaky_direct(z_mean, z_var, alpha)
+    return d_mean, d_var, False
+
+
+@njit(cache=True, error_model="numpy")
+def _leaky_backward(z_mean, z_var, tau_a, rho_a, alpha):
+    """``leaky_relu_backward``: marginal approximation with its guards (§5.6 (c))."""
+    ok = rho_a > 0.0 and math.isfinite(rho_a) and math.isfinite(tau_a)
+    ok = ok and not (tau_a < 0.0 and rho_a < _RHO_A_GUARD)
+    tau = 0.0
+    rho = 0.0
+    if ok:
+        lw_p, lw_n, e_p, e_n, v_p, v_n = _tilted(z_mean, z_var, tau_a, rho_a, alpha)
+        m_mean, m_var, _, finite = _mixture2(lw_p, lw_n, e_p, e_n, v_p, v_n)
+        rho_z = 1.0 / z_var
+        tau_z = z_mean * rho_z
+        rho_m = max(rho_z + _EPS, 1.0 / (m_var if m_var > 0.0 else math.inf))
+        tau_m = m_mean * rho_m
+        t = tau_m - tau_z
+        r = rho_m - rho_z
+        if finite and math.isfinite(t) and math.isfinite(r):
+            tau = t
+            rho = r
+    return _min_precision(tau, rho)
+
+
+# ----------------------------------------------------------------------------
+# output factors (§5.8-5.11)
+# ----------------------------------------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _argmax_backward(mean, var, c, noise_var, regularize, reg_var, tau, rho):
+    """``argmax_backward`` for one example with label ``c`` (§5.11, §14 item 5)."""
+    k = mean.shape[0]
+    mu_c = mean[c]
+    v_c = var[c]
+    tau_c = 0.0
+    rho_c = 0.0
+    for i in range(k):
+        f_mean = mu_c - mean[i]
+        f_var = v_c + var[i] + noise_var
+        _, t_mean, t_var = _trunc_moments(f_mean, f_var)
+        d_rho = 1.0 / t_var - 1.0 / f_var
+        d_tau = t_mean / t_var - f_mean / f_var
+        if d_rho > 0.0:
+            tau_b, rho_b = d_tau, d_rho
+        else:
+            tau_b, rho_b = 0.0, 0.0
+        if i == c:
+            continue
+        t_ci, r_ci = _wsum_backward(tau_b, rho_b, f_mean, f_var, 1.0, mu_c, v_c)
+        tau_c += t_ci
+        rho_c += r_ci
+        t_i, r_i = _wsum_backward(tau_b, rho_b, f_mean, f_var, -1.0, mean[i], var[i])
+        sat = ndtr(f_mean / math.sqrt(f_var))
+        tau[i] = t_i * sat
+        rho[i] = r_i * sat
+    tau[c] = tau_c
+    rho[c] = rho_c
+    if regularize:
+        for i in range(k):
+            target = 1.0 if i == c else -1.0
+            tau[i] = tau[i] + target / reg_var
+            rho[i] = rho[i] + 1.0 / reg_var
+
+
+@njit(cache=True, error_model="numpy")
+def _logaddexp(x, y):
+    """NumPy's ``logaddexp``."""
+    if x == y:
+        return x + _LOG2
+    d = x - y
+    if d > 0.0:
+        return x + math.log1p(math.exp(-d))
+    if d <= 0.0:
+        return y + math.log1p(math.exp(d))
+    return d
+
+
+@njit(cache=True, error_model="numpy")
+def _softmax_backward(mean, var, c, u, width, min_mass, tau, rho):
+    """``softmax_backward`` for one example with label ``c`` (§5.10).
+
+    The trapezoidal rule on the merged (sorted) union of the two uniform grids
+    ``u`` of the array function; moments about ``mu_d``; safe division with
+    tolerance 0.1.
+    """
+    k = mean.shape[0]
+    g = u.shape[0]
+    t = np.empty(k)
+    for j in range(k):
+        t[j] = mean[j] / math.sqrt(1.0 + (math.pi / 8.0) * var[j])
+    g1 = np.empty(g)
+    g2 = np.empty(g)
+    grid = np.empty(2 * g)
+    for d in range(k):
+        std = math.sqrt(var[d])
+        top = -math.inf
+        for j in range(k):
+            if j != d and t[j] > top:
+                top = t[j]
+        acc = 0.0
+        for j in range(k):
+            if j != d:
+                acc += math.exp(t[j] - top)
+        kappa = top + math.log(acc)
+        lo = mean[d] - width * std
+        hi = mean[d] + width * std
+        k_lo = min(max(kappa - 20.0, lo), hi)
+        k_hi = min(max(kappa + 20.0, lo), hi)
+        for q in range(g):
+            g1[q] = lo + (hi - lo) * u[q]
+            g2[q] = k_lo + (k_hi - k_lo) * u[q]
+        # merge the two sorted grids (np.sort of their concatenation)
+        p1 = 0
+        p2 = 0
+        for q in range(2 * g):
+            if p2 >= g or (p1 < g and g1[p1] <= g2[p2]):
+                grid[q] = g1[p1]
+                p1 += 1
+            else:
+                grid[q] = g2[p2]
+                p2 += 1
+        m0 = 0.0
+        m1 = 0.0
+        m2 = 0.0
+        norm = _SQRT_2PI * std
+        prev_f0 = 0.0
+        prev_f1 = 0.0
+        prev_f2 = 0.0
+        for q in range(2 * g):
+            a = grid[q]
+            num = a if d == c else t[c]
+            log_g = num - _logaddexp(a, kappa)
+            z = (a - mean[d]) / std
+            f0 = math.exp(-0.5 * z * z + log_g) / norm
+            dev = a - mean[d]
+            f1 = f0 * dev
+            f2 = f0 * dev * dev
+            if q > 0:
+                da = a - grid[q - 1]
+                m0 += 0.5 * (f0 + prev_f0) * da
+                m1 += 0.5 * (f1 + prev_f1) * da
+                m2 += 0.5 * (f2 + prev_f2) * da
+            prev_f0 = f0
+            prev_f1 = f1
+            prev_f2 = f2
+        # moments_to_natural (§1) with its guards
+        tau_m = 0.0
+        rho_m = 0.0
+        valid = (
+            math.isfinite(m0)
+            and math.isfinite(m1)
+            and math.isfinite(m2)
+            and m0 > 0.0
+            and m0 >= min_mass
+        )
+        if valid:
+            mu = m1 / m0
+            e2 = m2 / m0
+            valid = math.isfinite(mu) and math.isfinite(e2) and e2 > 0.0
+            valid = valid and abs(mu) < math.sqrt(e2)
+            if valid:
+                s2 = e2 - mu * mu
+                valid = s2 > 0.0
+                if valid:
+                    tau_m = mu / s2
+                    rho_m = 1.0 / s2
+                    valid = math.isfinite(tau_m) and math.isfinite(rho_m)
+        if valid:
+            tau_m = tau_m + rho_m * mean[d]
+            d_rho = rho_m - 1.0 / var[d]
+            d_tau = tau_m - mean[d] / var[d]
+            if d_rho > 0.0:
+                tau[d] = d_tau
+                rho[d] = d_rho
+            else:
+                tau[d] = 0.0
+                rho[d] = 0.0
+        else:
+            tau[d] = 0.0
+            rho[d] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def _output(kind, z_m, z_v, Y, labels, i, noise_var, regularize, reg_var, am_noise, u, width,
+            min_mass, tau, rho):
+    """Backward messages of the output factor for example ``i`` into ``tau``, ``rho``."""
+    k = z_m.shape[0]
+    if kind == REGRESSION:  # §5.8: G(y / beta^2, 1 / beta^2)
+        for j in range(k):
+            tau[j] = Y[i, j] / noise_var
+            rho[j] = 1.0 / noise_var
+    elif kind == ONE_HOT_REGRESSION:  # R-MP, one-hot targets (§3.3)
+        for j in range(k):
+            tau[j] = (1.0 if labels[i] == j else 0.0) / noise_var
+            rho[j] = 1.0 / noise_var
+    elif kind == ARGMAX:
+        _argmax_backward(z_m, z_v, labels[i], am_noise, regularize, reg_var, tau, rho)
+    else:
+        _softmax_backward(z_m, z_v, labels[i], u, width, min_mass, tau, rho)
+
+
+# ----------------------------------------------------------------------------
+# one visit of a batch (§6)
+# ----------------------------------------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _replace_b(q_t, q_r, m_t, m_r, m, j, t_new, r_new, per_example):
+    """EP replacement ``q <- q x new / old`` of a bias; store ``new`` (§5.3, §6)."""
+    if per_example:
+        q_t[j] = q_t[j] + (t_new - m_t[m, j])
+        q_r[j] = q_r[j] + (r_new - m_r[m, j])
+        m_t[m, j] = t_new
+        m_r[m, j] = r_new
+    else:
+        q_t[j] = q_t[j] + t_new
+        q_r[j] = q_r[j] + r_new
+        m_t[m, j] = m_t[m, j] + t_new
+        m_r[m, j] = m_r[m, j] + r_new
+
+
+@njit(cache=True, error_model="numpy")
+def _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, per_example, b_m, b_v):
+    """Moments of the example's bias cavities ``q / m_{n->b}`` (§5.3, §5.4)."""
+    for j in range(q_tb.shape[0]):
+        tb = q_tb[j]
+        rb = q_rb[j]
+        if per_example:
+            tb -= msg_tb[m, j]
+            rb -= msg_rb[m, j]
+        b_m[j], b_v[j] = _moments(tb, rb)
+
+
+@njit(cache=True, error_model="numpy")
+def _first_forward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, x, wm, wv,
+                   b_m, b_v, zm, zv):
+    """Forward message of the first layer from the example's cavities (§5.4)."""
+    _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, per_example, b_m, b_v)
+    d_out, d_in = qt.shape
+    for j in range(d_out):
+        qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
+        mt_j, mr_j = mt[m, j], mr[m, j]
+        acc_m = 0.0
+        acc_v = 0.0
+        for k in range(d_in):
+            tw = qt_j[k]
+            rw = qr_j[k]
+            if per_example:
+                tw -= mt_j[k]
+                rw -= mr_j[k]
+            if rw < _EPS:
+                mu, var = _moments(tw, rw)
+            else:
+                var = 1.0 / rw
+                mu = tw * var
+            wm_j[k] = mu
+            wv_j[k] = var
+            acc_m += mu * x[k]
+            acc_v += var * (x[k] * x[k])
+        zm[j] = acc_m + b_m[j]
+        zv[j] = acc_v + b_v[j]
+
+
+@njit(cache=True, error_model="numpy")
+def _hidden_forward(qt, qr, q_tb, q_rb, msg_tb, msg_rb, m, per_example, xm, xv, wm, wv,
+                    b_m, b_v, zm, zv):
+    """Forward message of the inner-product factor, VMP on the weight marginals (§5.3)."""
+    _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, per_example, b_m, b_v)
+    d_out, d_in = qt.shape
+    for j in range(d_out):
+        qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
+        acc_m = 0.0
+        acc_v = 0.0
+        for k in range(d_in):
+            rw = qr_j[k]
+            if rw < _EPS:
+                mu, var = _moments(qt_j[k], rw)
+            else:
+                var = 1.0 / rw
+                mu = qt_j[k] * var
+            wm_j[k] = mu
+            wv_j[k] = var
+            acc_m += xm[k] * mu
+            acc_v += (xm[k] * xm[k]) * var + xv[k] * (mu * mu + var)
+        zm[j] = acc_m + b_m[j]
+        zv[j] = acc_v + b_v[j]
+
+
+@njit(cache=True, error_model="numpy")
+def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, bias, xm, xv,
+                     wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br):
+    """Messages of the inner-product factor to weights, biases and inputs (§5.3).
+
+    The weights' messages replace the example's old ones in the marginals
+    (§6); the inputs' messages are written to ``bt``, ``br`` (floored, §8 item 3).
+    """
+    d_out, d_in = qt.shape
+    x_sq = np.empty(d_in)
+    for k in range(d_in):
+        x_sq[k] = xv[k] + xm[k] * xm[k]
+        bt[k] = 0.0
+        br[k] = 0.0
+    for j in range(d_out):
+        tz = tau_z[j]
+        rz = rho_z[j]
+        zmj = zm[j]
+        zvj = zv[j]
+        qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
+        mt_j, mr_j = mt[m, j], mr[m, j]
+        for k in range(d_in):
+            mu = wm_j[k]
+            var = wv_j[k]
+            xmk = xm[k]
+            xvk = xv[k]
+            e_p = xmk * mu
+            v_p = max(xvk * var + xvk * (mu * mu) + var * (xmk * xmk), 0.0)
+            # exact sum backward to p_jk (§5.1), coefficient 1
+            inv = 1.0 / (1.0 + rz * max(zvj - v_p, 0.0))
+            t_p = (tz - rz * (zmj - e_p)) * inv
+            r_p = rz * inv
+            # VMP messages to W (§5.2) and to the inputs (summed over j)
+            t_w = t_p * xmk
+            r_w = r_p * x_sq[k]
+            bt[k] += t_p * mu
+            br[k] += r_p * (var + mu * mu)
+            if per_example:
+                qt_j[k] += t_w - mt_j[k]
+                qr_j[k] += r_w - mr_j[k]
+                mt_j[k] = t_w
+                mr_j[k] = r_w
+            else:
+                qt_j[k] += t_w
+                qr_j[k] += r_w
+                mt_j[k] += t_w
+                mr_j[k] += r_w
+        if bias:
+            t_b, r_b = _wsum_backward(tz, rz, zmj, zvj, 1.0, b_m[j], b_v[j])
+            _replace_b(q_tb, q_rb, msg_tb, msg_rb, m, j, t_b, r_b, per_example)
+    for k in range(d_in):
+        bt[k], br[k] = _min_precision(bt[k], br[k])
+
+
+@njit(cache=True, error_model="numpy")
+def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, bias, x, wm, wv,
+                    b_m, b_v, zm, zv, tau_z, rho_z):
+    """Exact weighted-sum messages of the first layer to its weights and biases (§5.4)."""
+    d_out, d_in = qt.shape
+    for j in range(d_out):
+        tz = tau_z[j]
+        rz = rho_z[j]
+        zmj = zm[j]
+        zvj = zv[j]
+        qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
+        mt_j, mr_j = mt[m, j], mr[m, j]
+        for k in range(d_in):
+            c = x[k]
+            inv = 1.0 / (1.0 + rz * max(zvj - c * c * wv_j[k], 0.0))
+            t_w = c * (tz - rz * (zmj - c * wm_j[k])) * inv
+            r_w = c * c * rz * inv
+            if per_example:
+                qt_j[k] += t_w - mt_j[k]
+                qr_j[k] += r_w - mr_j[k]
+                mt_j[k] = t_w
+                mr_j[k] = r_w
+            else:
+                qt_j[k] += t_w
+                qr_j[k] += r_w
+                mt_j[k] += t_w
+                mr_j[k] += r_w
+        if bias:
+            t_b, r_b = _wsum_backward(tz, rz, zmj, zvj, 1.0, b_m[j], b_v[j])
+            _replace_b(q_tb, q_rb, msg_tb, msg_rb, m, j, t_b, r_b, per_example)
+
+
+@njit(cache=True, error_model="numpy")
+def _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
+               msg_tw, msg_rw, msg_tb, msg_rb):
+    """Marginals from scratch, cavity x all example messages (§6, once per iteration)."""
+    for layer in range(len(cav_tw)):
+        for src, msg, dst in ((cav_tw[layer], msg_tw[layer], q_tw[layer]),
+                              (cav_rw[layer], msg_rw[layer], q_rw[layer])):
+            acc = msg[0].copy()
+            for m in range(1, msg.shape[0]):
+                acc += msg[m]
+            dst[:, :] = src + acc
+        for src, msg, dst in ((cav_tb[layer], msg_tb[layer], q_tb[layer]),
+                              (cav_rb[layer], msg_rb[layer], q_rb[layer])):
+            acc = msg[0].copy()
+            for m in range(1, msg.shape[0]):
+                acc += msg[m]
+            dst[:] = src + acc
+
+
+@njit(cache=True, error_model="numpy")
+def visit_kernel(
+    cav_tw, cav_rw, cav_tb, cav_rb,
+    q_tw, q_rw, q_tb, q_rb,
+    msg_tw, msg_rw, msg_tb, msg_rb,
+    back_t, back_r,
+    X, Y, labels, order, n_iter, per_example, bias, alpha,
+    kind, noise_var, regularize, reg_var, am_noise, u, width, min_mass,
+):  # fmt: skip
+    """All iterations of one visit of the active batch (§6 steps 1-2), in place.
+
+    Parameters
+    ----------
+    cav_tw, cav_rw, cav_tb, cav_rb : tuples over layers of arrays
+        The batch's cavities ``prior x other slots`` (weights ``(n_out, n_in)``,
+        biases ``(n_out,)``).
+    q_tw, q_rw, q_tb, q_rb : tuples of arrays
+        Working marginals, equal to the cavities on entry.
+    msg_tw, msg_rw, msg_tb, msg_rb : tuples of arrays
+        Example messages ``(n_m, n_out, n_in)`` / ``(n_m, n_out)``, zero on entry
+        (``n_m = n`` per example, 1 per batch).
+    back_t, back_r : tuples of arrays ``(n, d)``
+        Stored backward messages to each hidden layer's input (a dummy entry
+        when there is no hidden layer).
+    X : array of shape (n, n_in)
+    Y : array of shape (n, n_out)
+        Regression targets (``kind == REGRESSION``).
+    labels : int array of shape (n,)
+        Class indices (the classification kinds).
+    order : int array of shape (n,)
+        Example order (the same for every iteration).
+    n_iter : int
+    per_example, bias : bool
+    alpha : float
+        LeakyReLU slope.
+    kind : int
+        :data:`REGRESSION`, :data:`ONE_HOT_REGRESSION`, :data:`ARGMAX` or
+        :data:`SOFTMAX`.
+    noise_var, regularize, reg_var, am_noise : output-factor parameters
+    u, width, min_mass : the softmax integration grid ``linspace(0, 1, n_grid)``,
+        half width and minimum mass.
+
+    Returns
+    -------
+    n_fallback : int
+        LeakyReLU forward fallbacks to the direct message with an informative
+        backward message (as counted by the array engine).
+    """
+    n_layers = len(cav_tw)
+    n = X.shape[0]
+    n_fallback = 0
+    # per-layer caches of the current example
+    w_m = [np.empty_like(cav_tw[layer]) for layer in range(n_layers)]
+    w_v = [np.empty_like(cav_tw[layer]) for layer in range(n_layers)]
+    b_m = [np.empty_like(cav_tb[layer]) for layer in range(n_layers)]
+    b_v = [np.empty_like(cav_tb[layer]) for layer in range(n_layers)]
+    z_m = [np.empty_like(cav_tb[layer]) for layer in range(n_layers)]
+    z_v = [np.empty_like(cav_tb[layer]) for layer in range(n_layers)]
+    x_m = [np.empty(cav_tw[layer].shape[1]) for layer in range(n_layers)]
+    x_v = [np.empty(cav_tw[layer].shape[1]) for layer in range(n_layers)]
+    width_max = 1
+    for layer in range(n_layers):
+        width_max = max(width_max, cav_tw[layer].shape[0], cav_tw[layer].shape[1])
+    tau_z = np.empty(width_max)  # message into the current layer's outputs
+    rho_z = np.empty(width_max)
+    for it in range(n_iter):
+        if not per_example and it > 0:  # restart from the cavity (memory="per_batch")
+            for layer in range(n_layers):
+                msg_tw[layer][:] = 0.0
+                msg_rw[layer][:] = 0.0
+                msg_tb[layer][:] = 0.0
+                msg_rb[layer][:] = 0.0
+                q_tw[layer][:] = cav_tw[layer]
+                q_rw[layer][:] = cav_rw[layer]
+                q_tb[layer][:] = cav_tb[layer]
+                q_rb[layer][:] = cav_rb[layer]
+        for s in range(n):
+            i = order[s]
+            m = i if per_example else 0
+            # ---- forward: first layer, EP cavities of the example (§5.4)
+            _first_forward(q_tw[0], q_rw[0], q_tb[0], q_rb[0], msg_tw[0], msg_rw[0],
+                           msg_tb[0], msg_rb[0], m, per_example, X[i], w_m[0], w_v[0],
+                           b_m[0], b_v[0], z_m[0], z_v[0])
+            # ---- forward: hidden layers (§5.6 (b), §5.3)
+            for layer in range(1, n_layers):
+                bt = back_t[layer - 1][i]
+                br = back_r[layer - 1][i]
+                zm_prev, zv_prev = z_m[layer - 1], z_v[layer - 1]
+                xm, xv = x_m[layer], x_v[layer]
+                for k in range(zm_prev.shape[0]):
+                    ta = bt[k]
+                    ra = br[k]
+                    am, av, used = _leaky_forward(zm_prev[k], zv_prev[k], ta, ra, alpha)
+                    if not used and ra > 0.0:
+                        n_fallback += 1
+                    # input marginal q(x) = forward x stored backward (§5.3)
+                    xm[k], xv[k] = _moments(am / av + ta, 1.0 / av + ra)
+                _hidden_forward(q_tw[layer], q_rw[layer], q_tb[layer], q_rb[layer],
+                                msg_tb[layer], msg_rb[layer], m, per_example, xm, xv,
+                                w_m[layer], w_v[layer], b_m[layer], b_v[layer], z_m[layer],
+                                z_v[layer])
+            # ---- output factor (§5.8-5.11)
+            _output(kind, z_m[n_layers - 1], z_v[n_layers - 1], Y, labels, i, noise_var,
+                    regularize, reg_var, am_noise, u, width, min_mass, tau_z, rho_z)
+            # ---- backward: hidden layers, top first (§5.3, §5.6 (c))
+            for layer in range(n_layers - 1, 0, -1):
+                bt = back_t[layer - 1][i]
+                br = back_r[layer - 1][i]
+                _hidden_backward(q_tw[layer], q_rw[layer], q_tb[layer], q_rb[layer],
+                                 msg_tw[layer], msg_rw[layer], msg_tb[layer], msg_rb[layer],
+                                 m, per_example, bias, x_m[layer], x_v[layer], w_m[layer],
+                                 w_v[layer], b_m[layer], b_v[layer], z_m[layer], z_v[layer],
+                                 tau_z, rho_z, bt, br)
+                zm_prev, zv_prev = z_m[layer - 1], z_v[layer - 1]
+                for k in range(zm_prev.shape[0]):
+                    tau_z[k], rho_z[k] = _leaky_backward(zm_prev[k], zv_prev[k], bt[k], br[k],
+                                                         alpha)
+            # ---- backward: first layer, exact weighted sum (§5.4, §5.1)
+            _first_backward(q_tw[0], q_rw[0], q_tb[0], q_rb[0], msg_tw[0], msg_rw[0],
+                            msg_tb[0], msg_rb[0], m, per_example, bias, X[i], w_m[0], w_v[0],
+                            b_m[0], b_v[0], z_m[0], z_v[0], tau_z, rho_z)
+        _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
+                   msg_tw, msg_rw, msg_tb, msg_rb)
+    return n_fallback

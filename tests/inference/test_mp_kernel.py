@@ -1,0 +1,128 @@
+"""The compiled batch-visit kernel runs the same arithmetic as the array engine.
+
+:func:`skbayesnn.inference.message_passing.kernel.visit_kernel` replaces the
+per-example array functions on NumPy (message_passing.md §6 schedule, §5
+messages, §8 guards).  Every output factor and both memory modes are trained
+over several batches and epochs with both paths from the same state and RNG;
+posterior means and variances, predictions and the fallback count must agree
+to rounding.
+"""
+
+import numpy as np
+import pytest
+from scipy import special as sp
+
+from skbayesnn import MessagePassingClassifier, MessagePassingRegressor
+from skbayesnn.inference.message_passing import kernel, network
+
+
+def _train(kind, per_example, use_kernel, *, sizes, alpha=0.1, bias=True, nb=3, bs=7, epochs=3,
+           n_iter=2, regularize=False):
+    r = np.random.default_rng(0)
+    n = nb * bs
+    X = r.normal(size=(n, sizes[0]))
+    st = network.init_state(list(sizes), rng=np.random.default_rng(1), xp=np, alpha=alpha,
+                            bias=bias)
+    network.add_batches(st, nb)
+    if kind == "gaussian":
+        T = np.sin(X @ r.normal(size=(sizes[0], sizes[-1]))) + 0.1 * r.normal(size=(n, sizes[-1]))
+        out = network.regression_output(0.16)
+    else:
+        T = r.integers(0, sizes[-1], size=n)
+        out = network.classification_output(kind, sizes[-1], noise_var=0.01,
+                                             regularize=regularize)
+    batches = [(k, X[k * bs:(k + 1) * bs], T[k * bs:(k + 1) * bs]) for k in range(nb)]
+    g = np.random.default_rng(3)
+    for e in range(1, epochs + 1):
+        network.run_epoch(st, batches, output=out, n_iter=n_iter, rng=g, epoch=e,
+                          per_example=per_example, use_kernel=use_kernel)
+    return st, network.predict_moments(st, X)
+
+
+def _assert_close(a, b, rtol=1e-10):
+    assert a.n_layers == b.n_layers
+    for (wa, va, ba, bva), (wb, vb, bb, bvb) in zip(network.posterior_moments(a),
+                                                   network.posterior_moments(b)):
+        for x, y in ((wa, wb), (va, vb), (ba, bb), (bva, bvb)):
+            np.testing.assert_allclose(y, x, rtol=rtol, atol=rtol * np.max(np.abs(x)))
+    for x, y in zip(a.slots_w[0], b.slots_w[0]):
+        np.testing.assert_allclose(y[1], x[1], rtol=rtol, atol=rtol * np.max(np.abs(x[1])))
+
+
+@pytest.mark.parametrize("per_example", [True, False])
+@pytest.mark.parametrize("kind", ["gaussian", "regression", "argmax", "softmax"])
+def test_kernel_matches_array_engine(kind, per_example):
+    sizes = (3, 6, 5, 4) if kind != "gaussian" else (3, 6, 5, 2)
+    a, (ma, va) = _train(kind, per_example, False, sizes=sizes)
+    b, (mb, vb) = _train(kind, per_example, True, sizes=sizes)
+    _assert_close(a, b)
+    np.testing.assert_allclose(mb, ma, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(vb, va, rtol=1e-10)
+    # training moved the posterior away from the prior (the comparison is not vacuous)
+    prior_var = 1.0 / a.prior_w[1][1]
+    assert np.all(network.posterior_moments(a)[1][1] < prior_var)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(alpha=0.0),  # ReLU: point mass on the negative side (§5.6)
+        dict(bias=False),
+        dict(sizes=(4, 3)),  # no hidden layer: the first-layer factor alone (§5.4)
+        dict(sizes=(3, 8, 8, 8, 3), kind="argmax", regularize=True),
+    ],
+)
+def test_kernel_matches_array_engine_variants(options):
+    options = dict(options)
+    kind = options.pop("kind", "gaussian")
+    sizes = options.pop("sizes", (3, 6, 5, 2))
+    for per_example in (True, False):
+        a, (ma, va) = _train(kind, per_example, False, sizes=sizes, **options)
+        b, (mb, vb) = _train(kind, per_example, True, sizes=sizes, **options)
+        _assert_close(a, b)
+        np.testing.assert_allclose(vb, va, rtol=1e-10)
+        assert a.n_fallback == b.n_fallback
+
+
+def test_kernel_special_functions_match_scipy():
+    x = np.concatenate([np.linspace(-26.0, 40.0, 20001), np.geomspace(1.0, 1e200, 200)])
+    ours = np.array([kernel.erfcx(v) for v in x])
+    np.testing.assert_allclose(ours, sp.erfcx(x), rtol=2e-15)
+    t = np.linspace(-80.0, 8.0, 20001)
+    ours = np.array([kernel.log_ndtr(v) for v in t])
+    np.testing.assert_allclose(ours, sp.log_ndtr(t), rtol=5e-14)
+    np.testing.assert_allclose([kernel.ndtr(v) for v in t[-2000:]], sp.ndtr(t[-2000:]),
+                               rtol=1e-15)
+
+
+def test_use_kernel_true_refuses_other_schedules():
+    st = network.init_state([2, 1], rng=np.random.default_rng(0), xp=np)
+    network.add_batches(st, 1)
+    X = np.ones((4, 2))
+    with pytest.raises(ValueError, match="kernel"):
+        network.train_batch(st, X, np.ones((4, 1)), 0, output=network.regression_output(1.0),
+                            n_iter=1, rng=np.random.default_rng(0), chunk_size=2,
+                            use_kernel=True)
+
+
+@pytest.mark.parametrize(
+    "est",
+    [
+        MessagePassingRegressor((8,), max_epochs=2, batch_size=16, random_state=0),
+        MessagePassingClassifier((8,), likelihood="argmax", max_epochs=2, batch_size=16,
+                                 random_state=0),
+    ],
+)
+def test_estimators_use_the_kernel_with_the_same_result(est, monkeypatch):
+    r = np.random.default_rng(0)
+    X = r.normal(size=(40, 3))
+    y = X[:, 0] - X[:, 1] if isinstance(est, MessagePassingRegressor) else (X[:, 0] > 0)
+    calls = []
+    visit = kernel.visit_kernel
+    monkeypatch.setattr(kernel, "visit_kernel", lambda *a: calls.append(1) or visit(*a))
+    fast = est.fit(X, y)
+    assert len(calls) == 2 * 3  # every visit of every epoch ran compiled
+    ref_state = fast.state_
+    monkeypatch.setattr(network, "_kernel_ready", lambda *a: False)
+    slow = type(est)(**est.get_params()).fit(X, y)
+    _assert_close(slow.state_, ref_state)
