@@ -640,19 +640,36 @@ def run_cavi(
 
     Returns ``(elbo_history, converged)``.
     """
-    history = [] if history is None else list(history)
-    calm = 0
-    for it in range(max_iter):
+    monitor = ElboMonitor(tol, patience, history)
+    for _ in range(max_iter):
         cavi_sweep(state, Y, em_global=em_global)
-        value = elbo(state, Y)
-        if not math.isfinite(value):
-            raise FloatingPointError(f"the ELBO became {value} at iteration {it + 1}")
-        if history:
-            change = abs(value - history[-1]) / max(abs(history[-1]), 1e-300)
-            calm = calm + 1 if change < tol else 0
-        history.append(value)
+        converged = monitor.record(elbo(state, Y))
         if log is not None:
-            log(f"iteration {it + 1}: ELBO {value:.6f}")
-        if calm >= patience:
-            return history, True
-    return history, False
+            log(f"iteration {len(monitor.history)}: ELBO {monitor.history[-1]:.6f}")
+        if converged:
+            return monitor.history, True
+    return monitor.history, False
+
+
+class ElboMonitor:
+    """The convergence rule of vbnn.md §5.1: the relative ELBO change stays below
+    ``tol`` for ``patience`` consecutive iterations.  ``history`` continues an
+    earlier list."""
+
+    def __init__(self, tol, patience, history=None):
+        self.tol, self.patience = tol, patience
+        self.history = [] if history is None else list(history)
+        self._calm = 0
+
+    def record(self, value):
+        """Append ``value``; True once converged.  A non-finite ELBO raises."""
+        if not math.isfinite(value):
+            raise FloatingPointError(
+                f"the ELBO became {value} at iteration {len(self.history) + 1}"
+            )
+        if self.history:
+            previous = self.history[-1]
+            change = abs(value - previous) / max(abs(previous), 1e-300)
+            self._calm = self._calm + 1 if change < self.tol else 0
+        self.history.append(value)
+        return self._calm >= self.patience

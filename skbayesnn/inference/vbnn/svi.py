@@ -17,8 +17,6 @@ step.  The paper and the authors' code blend ``1/beta`` instead (vbnn.md §8 ste
 
 from __future__ import annotations
 
-import math
-
 from ..._backend import array_namespace
 from . import cavi
 
@@ -120,7 +118,7 @@ def run_svi(
     state = cavi.initialize(X[first], Y[first], hidden, rng=rng, **init_kwargs)
     # alpha = alpha0 + N/2 for the full data (step 7).
     state.alpha = [a - 0.5 * batch_size + 0.5 * n for a in state.alpha]
-    history, calm, t = [], 0, 0
+    monitor, t = cavi.ElboMonitor(tol, patience), 0
     for _ in range(max_epochs):
         order = rng.permutation(n)
         values = []
@@ -140,13 +138,6 @@ def run_svi(
                 )
             )
             t += 1
-        value = sum(values) / len(values)
-        if not math.isfinite(value):
-            raise FloatingPointError(f"the ELBO estimate became {value}")
-        if history:
-            change = abs(value - history[-1]) / max(abs(history[-1]), 1e-300)
-            calm = calm + 1 if change < tol else 0
-        history.append(value)
-        if calm >= patience:
-            return state, history, True
-    return state, history, False
+        if monitor.record(sum(values) / len(values)):
+            return state, monitor.history, True
+    return state, monitor.history, False
