@@ -262,9 +262,17 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         softmax factor (numerical integration, slower).
     noise_std : float, default=0.1
         ``beta`` of the one-hot regression factor (``likelihood="regression"``).
-    regularize : bool, default=False
+    regularize : bool, default=True
         Argmax only: multiply the messages by one-hot factors
-        ``N(a; +-1, 0.1)`` (§5.11).
+        ``N(a; +-1, 0.1)`` (§5.11; the setting of the paper's MNIST and
+        CIFAR-10 argmax runs).  The argmax factor alone is invariant to adding
+        a constant to every logit, so nothing holds the common level of the
+        logits; with hidden layers (whose forward messages use the full
+        weight marginals, §5.2, so each example's own pushes feed back into
+        its next message) that level drifts without bound and a network with
+        two hidden layers stops learning (digits: chance accuracy).  Any
+        anchor stops the drift; ``False`` is kept for the paper's
+        "augfree" variant and single-layer models.
 
     Attributes
     ----------
@@ -298,7 +306,7 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         activation="leaky_relu",
         negative_slope=0.1,
         noise_std=0.1,
-        regularize=False,
+        regularize=True,
         prior_var=None,
         bias_prior_var=0.5,
         batch_size=256,

@@ -45,6 +45,26 @@ def test_regressor_predictive_parts_and_partial_fit(rng):
     assert online.state_.n_slots == n1 + 2 and online.n_iter_ == 2
 
 
+def test_argmax_classifier_learns_ten_classes_with_two_hidden_layers():
+    # Regression test: with two hidden layers and ten classes the unanchored
+    # argmax factor let the common level of the logits drift to -1e5 within one
+    # batch visit and the classifier stayed at chance (0.10 here).  The default
+    # one-hot regularisation (message_passing.md §5.11) anchors it.
+    from sklearn.datasets import load_digits
+
+    from skbayesnn.inference.message_passing import network
+
+    X, y = load_digits(return_X_y=True)
+    clf = MessagePassingClassifier(
+        (64, 64), likelihood="argmax", max_epochs=2, batch_size=250, random_state=0
+    ).fit(X[:500], y[:500])
+    assert clf.regularize
+    assert clf.score(X[:500], y[:500]) > 0.95
+    assert clf.score(X[1000:], y[1000:]) > 0.85
+    mean, _ = network.predict_moments(clf.state_, clf.x_scaler_.transform(X[1000:]))
+    assert np.abs(mean).max() < 20.0
+
+
 def test_classifier_likelihoods_learn(rng):
     X = np.vstack([rng.normal(-2, 1, size=(60, 2)), rng.normal(2, 1, size=(60, 2))])
     y = np.repeat(["a", "b"], 60)
