@@ -113,7 +113,8 @@ class VBNNRegressor(BaseBayesianRegressor):
     elbo_histories_ : list of list of float
         The same for every restart.
     n_iter_ : int
-        Iterations of the longest restart.
+        Iterations (CAVI sweeps, or SVI epochs) of the longest restart's kept
+        run, its ``init_max_iter`` screening iterations included.
     converged_ : ndarray of bool
         Whether each restart met the convergence criterion.
     n_features_in_, n_outputs_, x_scaler_, y_scaler_, device_
