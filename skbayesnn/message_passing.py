@@ -151,7 +151,9 @@ _COMMON_DOC = """
 
 
 class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesianRegressor):
-    (
+    # The parameter list is shared with the classifier, so the docstring is
+    # assembled (an expression is not a docstring; __doc__ must be assigned).
+    __doc__ = (
         """Bayesian MLP regression by approximate message passing (EP-style).
 
     Parameters
@@ -250,7 +252,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
 
 
 class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
-    (
+    __doc__ = (
         """Bayesian MLP classification by approximate message passing (EP-style).
 
     Parameters

@@ -1,0 +1,23 @@
+"""Every public estimator documents each of its parameters (numpydoc style)."""
+
+import inspect
+
+import pytest
+
+import skbayesnn
+
+ESTIMATORS = [
+    getattr(skbayesnn, name)
+    for name in skbayesnn.__all__
+    if inspect.isclass(getattr(skbayesnn, name))
+]
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: e.__name__)
+def test_every_parameter_is_documented(estimator):
+    doc = inspect.getdoc(estimator)
+    assert doc, f"{estimator.__name__} has no docstring"
+    assert "Parameters\n----------" in doc
+    params = [p for p in inspect.signature(estimator.__init__).parameters if p != "self"]
+    missing = [p for p in params if f"\n{p} :" not in doc]
+    assert not missing, f"{estimator.__name__} does not document {missing}"
