@@ -270,42 +270,54 @@ def jacobian_squared(name, jac):
 # ---------------------------------------------------------------------------
 
 
-def _relu_parts(xp, mean, var):
-    """Standardised quantities of the rectified Gaussian (pbp.md §2.2).
+def standardized_mean(xp, mean, std):
+    """``a = mean / std`` of a Gaussian, clipped to ``[-_A_MAX, _A_MAX]``.
 
-    Returns ``(std, a, Phi(a), Phi(-a), gamma)`` with ``a = mean/std`` clipped to
-    ``[-_A_MAX, _A_MAX]`` (``+-_A_MAX`` by the sign of the mean where ``std == 0``;
-    ``mean == 0`` counts as negative so that the Jacobian there is 0) and the
-    inverse Mills ratio ``gamma = phi(a) / Phi(a)``.
+    Where ``std == 0`` the result is ``+-_A_MAX`` by the sign of the mean
+    (``mean == 0`` counts as negative, so that a ReLU's Jacobian there is 0).
+    ``|clip(mean)| <= _A_MAX * std``, so the division cannot overflow even for a
+    denormal ``std``; the clip changes no float64 result (see ``_A_MAX``).
+    Returns ``(a, std > 0, std with 0 replaced by 1)``; shared by every
+    rectified-Gaussian computation (here, core.spike_slab, inference.pbp).
     """
-    sp = special(xp)
-    std = xp.sqrt(var)
     pos = std > 0
     std_safe = xp.where(pos, std, 1.0)
-    # |clip(mean)| <= _A_MAX * std, so the division cannot overflow even for
-    # denormal std; the clip is exact in float64 (see _A_MAX).
     lim = _A_MAX * std
-    a = xp.where(
-        pos,
-        xp.clip(mean, -lim, lim) / std_safe,
-        xp.where(mean > 0, _A_MAX, -_A_MAX),
-    )
-    cdf = sp.ndtr(a)
-    ccdf = sp.ndtr(-a)  # Phi(-a) directly: 1 - Phi(a) would cancel for a >> 0
-    # Inverse Mills ratio (pbp.md §2.2).  For a < 0 use
-    #   phi(a)/Phi(a) = sqrt(2/pi) / erfcx(-a/sqrt(2)),
-    # free of cancellation and underflow (erfcx(x) ~ 1/(x sqrt(pi)) for x >> 0;
-    # it reproduces the asymptotic -a - 1/a + 2/a^3 of pbp.md §2.2).  For a >= 0,
-    # Phi(a) >= 1/2 and phi(a)/Phi(a) is safe, whereas erfcx(-a/sqrt(2)) would
-    # overflow.  Each branch gets an argument that is safe for it.
+    a = xp.where(pos, xp.clip(mean, -lim, lim) / std_safe, xp.where(mean > 0, _A_MAX, -_A_MAX))
+    return a, pos, std_safe
+
+
+def inverse_mills_ratio(xp, a):
+    """``phi(a) / Phi(a)`` without cancellation or underflow (pbp.md §2.2).
+
+    For ``a < 0``: ``sqrt(2/pi) / erfcx(-a/sqrt(2))`` (``erfcx(x) ~ 1/(x
+    sqrt(pi))`` for ``x >> 0``; it reproduces the asymptotic ``-a - 1/a + 2/a^3``).
+    For ``a >= 0``, ``Phi(a) >= 1/2`` and the ratio is safe, whereas erfcx would
+    overflow.  Each branch gets an argument that is safe for it.
+    """
+    sp = special(xp)
     a_neg = xp.minimum(a, 0.0)
     a_pos = xp.maximum(a, 0.0)
-    gamma = xp.where(
+    return xp.where(
         a < 0,
         _SQRT_2_OVER_PI / sp.erfcx(-a_neg * _INV_SQRT_2),
         sp.norm_pdf(a_pos) / sp.ndtr(a_pos),
     )
-    return std, a, cdf, ccdf, gamma
+
+
+def _relu_parts(xp, mean, var):
+    """Standardised quantities of the rectified Gaussian (pbp.md §2.2).
+
+    Returns ``(std, a, Phi(a), Phi(-a), gamma)`` with ``a`` from
+    :func:`standardized_mean` and the inverse Mills ratio ``gamma = phi(a) /
+    Phi(a)``.
+    """
+    sp = special(xp)
+    std = xp.sqrt(var)
+    a, _, _ = standardized_mean(xp, mean, std)
+    cdf = sp.ndtr(a)
+    ccdf = sp.ndtr(-a)  # Phi(-a) directly: 1 - Phi(a) would cancel for a >> 0
+    return std, a, cdf, ccdf, inverse_mills_ratio(xp, a)
 
 
 def _relu_core(xp, mean, var):

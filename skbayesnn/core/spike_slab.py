@@ -35,10 +35,10 @@ Contents
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 from .._backend import array_namespace, special
+from .activations import inverse_mills_ratio, standardized_mean
 from .linear import linear_moments
 
 __all__ = [
@@ -52,12 +52,7 @@ __all__ = [
     "spike_slab_relu",
 ]
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
-# |mean/std| beyond which Phi, phi are exactly 0/1 and 0 in float64 (ndtr(-38.5)
-# is already 0, norm_pdf(38.7) underflows), as in core.activations: the standardised
-# mean is clipped here for Phi, phi and the positive branch (no result changes).
-_A_MAX = 50.0
+# The standardised mean is clipped by core.activations.standardized_mean.
 # For a = mean/std < -_A_SERIES the truncated-normal moments come from their
 # asymptotic series in x = 1/a^2 (below).  The closed forms a + gamma and
 # 1 - gamma (a + gamma) cancel for a << 0: relative errors ~eps a^2 and ~eps a^4
@@ -346,13 +341,8 @@ def rectified_slab(slab_mean, slab_var):
     mean, var = xp.broadcast_arrays(_as_float(xp, slab_mean), _as_float(xp, slab_var))
     var = xp.maximum(var, 0.0)
     std = xp.sqrt(var)
-    pos = std > 0
-    std_safe = xp.where(pos, std, 1.0)
+    alpha, pos, std_safe = standardized_mean(xp, mean, std)
     var_safe = xp.where(pos, var, 1.0)
-    lim = _A_MAX * std
-    alpha = xp.where(
-        pos, xp.clip(mean, -lim, lim) / std_safe, xp.where(mean > 0, _A_MAX, -_A_MAX)
-    )
     cdf = sp.ndtr(alpha)
     ccdf = sp.ndtr(-alpha)
     pdf = sp.norm_pdf(alpha)
@@ -365,7 +355,7 @@ def rectified_slab(slab_mean, slab_var):
     negative = alpha < 0
     # (i) -_A_SERIES <= alpha < 0: gamma through erfcx.
     a_neg = xp.clip(alpha, -_A_SERIES, 0.0)
-    gamma_neg = _SQRT_2_OVER_PI / sp.erfcx(-a_neg * _INV_SQRT_2)
+    gamma_neg = inverse_mills_ratio(xp, a_neg)
     u_neg = a_neg + gamma_neg
     f_neg = xp.clip(1.0 - gamma_neg * u_neg, 0.0, 1.0)
     # (ii) alpha < -_A_SERIES: asymptotic series; q = 1/c = std/|m| from the
@@ -376,7 +366,7 @@ def rectified_slab(slab_mean, slab_var):
     f_ser = x * _horner(_TRUNC_VAR_SERIES, x)
     # (iii) alpha >= 0: Phi(alpha) >= 1/2, gamma = phi/Phi directly.
     a_pos = xp.maximum(alpha, 0.0)
-    gamma_pos = sp.norm_pdf(a_pos) / sp.ndtr(a_pos)
+    gamma_pos = inverse_mills_ratio(xp, a_pos)
     u_pos = a_pos + gamma_pos
     f_pos = xp.clip(1.0 - gamma_pos * u_pos, 0.0, 1.0)
 

@@ -64,7 +64,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._backend import array_namespace, asnumpy, special
-from ..core.activations import relu_moments
+from ..core.activations import relu_moments, standardized_mean
 from ..core.linear import linear_moments, linear_moments_vjp
 from ..core.posterior import GaussianMLPPosterior
 from . import pbp_kernel, pbp_spike_slab
@@ -95,9 +95,6 @@ MIN_VAR = 1e-100
 # be rejected by the guard anyway, and clipping avoids overflow warnings.
 _MAX_EXP_ARG = 700.0
 _LOG_2PI = math.log(2.0 * math.pi)
-# Clip of the standardised mean m/s in the ReLU derivatives, as in
-# core.activations (phi(50) underflows to 0 and Phi(50) rounds to 1).
-_A_MAX = 50.0
 
 
 # ---------------------------------------------------------------------------
@@ -472,13 +469,7 @@ def _relu_backward_terms(xp, pre_mean, pre_var):
     to keep its relative accuracy for ``m/s >> 0``.
     """
     sp = special(xp)
-    std = xp.sqrt(pre_var)
-    pos = std > 0
-    std_safe = xp.where(pos, std, 1.0)
-    lim = _A_MAX * std
-    a = xp.where(
-        pos, xp.clip(pre_mean, -lim, lim) / std_safe, xp.where(pre_mean > 0, _A_MAX, -_A_MAX)
-    )
+    a, pos, std_safe = standardized_mean(xp, pre_mean, xp.sqrt(pre_var))
     ccdf = sp.ndtr(-a)
     pdf_over_std = xp.where(pos, sp.norm_pdf(a) / std_safe, 0.0)
     return ccdf, pdf_over_std

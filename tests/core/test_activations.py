@@ -494,3 +494,29 @@ def test_invalid_names_raise_value_error_listing_the_options():
         leaky_relu_moments(np.zeros(2), np.ones(2), -0.1)
     with pytest.raises(ValueError, match="n_quadrature"):
         moment_matched_moments("tanh", np.zeros(2), np.ones(2), n_quadrature=1)
+
+
+def test_standardized_mean_clips_and_signs_point_masses():
+    from skbayesnn.core.activations import standardized_mean
+
+    mean = np.array([1.0, -2.0, 1e300, 3.0, 0.0, -1.0])
+    std = np.array([2.0, 4.0, 1e-300, 0.0, 0.0, 0.0])
+    a, pos, std_safe = standardized_mean(np, mean, std)
+    # 1e300 / 1e-300 is clipped to 50 (up to the rounding of 50 * 1e-300 / 1e-300).
+    np.testing.assert_allclose(a, [0.5, -0.5, 50.0, 50.0, -50.0, -50.0], rtol=1e-15)
+    np.testing.assert_array_equal(pos, [True, True, True, False, False, False])
+    np.testing.assert_array_equal(std_safe, [2.0, 4.0, 1e-300, 1.0, 1.0, 1.0])
+
+
+def test_inverse_mills_ratio_is_accurate_in_both_tails():
+    from scipy.stats import norm
+
+    from skbayesnn.core.activations import inverse_mills_ratio
+
+    a = np.array([-3.0, -1.0, 0.0, 0.5, 4.0, 30.0])
+    np.testing.assert_allclose(inverse_mills_ratio(np, a), norm.pdf(a) / norm.cdf(a), rtol=1e-13)
+    # Deep negative tail, where pdf/cdf underflows: the asymptotic series
+    # -a - 1/a + 2/a^3 - 10/a^5 + 74/a^7 (relative error below 1e-13 here).
+    a = np.array([-40.0, -100.0, -1e4])
+    series = -a - 1 / a + 2 / a**3 - 10 / a**5 + 74 / a**7
+    np.testing.assert_allclose(inverse_mills_ratio(np, a), series, rtol=1e-12)
