@@ -105,6 +105,14 @@ class _BayesianEstimatorMixin:
     def _scale_X(self, X, xp):
         return to_device(self.x_scaler_.transform(X), xp)
 
+    def _scaled_input(self, X):
+        """Check that the model is fitted, validate ``X`` against the fit and
+        standardise it on the fitted device; returns ``(X_scaled, xp)``."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        xp = self._namespace()
+        return self._scale_X(X, xp), xp
+
     def _namespace(self):
         """Array namespace for the fitted device; falls back to NumPy when a model
         fitted on a GPU is used on a machine without one."""
@@ -250,17 +258,21 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
             uncertainty) and ``aleatoric_var`` (observation noise) parts; shapes
             ``(n_samples,)`` for one output, ``(n_samples, n_outputs)`` otherwise.
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        xp = self._namespace()
-        mean, epi, ale = self._predict_moments_scaled(self._scale_X(X, xp), xp)
+        X, xp = self._scaled_input(X)
+        mean, epi, ale = self._original_units(*self._predict_moments_scaled(X, xp))
+        return NormalPredictive(mean, epistemic_var=epi, aleatoric_var=ale)
+
+    def _original_units(self, mean, epi, ale):
+        """Standardised predictive moments ``(n, n_outputs)`` as host arrays in
+        the target's units (variances floored at 0), with the output axis
+        dropped for a 1-D ``y``."""
         scale = self.y_scaler_.scale_
         mean = asnumpy(mean) * scale + self.y_scaler_.mean_
         epi = np.maximum(asnumpy(epi), 0.0) * scale**2
         ale = np.maximum(asnumpy(ale), 0.0) * scale**2
         if self._y_ndim == 1:
             mean, epi, ale = mean[:, 0], epi[:, 0], ale[:, 0]
-        return NormalPredictive(mean, epistemic_var=epi, aleatoric_var=ale)
+        return mean, epi, ale
 
     def predict(self, X, return_std=False):
         """Predictive mean, and optionally its standard deviation.
@@ -448,10 +460,8 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         proba : ndarray of shape (n_samples, n_classes)
             Columns in the order of ``classes_``.
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        xp = self._namespace()
-        return asnumpy(self._predict_proba_scaled(self._scale_X(X, xp), xp))
+        X, xp = self._scaled_input(X)
+        return asnumpy(self._predict_proba_scaled(X, xp))
 
     def predict(self, X):
         """Most probable class of each row.

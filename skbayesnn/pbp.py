@@ -8,7 +8,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._backend import asnumpy
 from .base import BaseBayesianRegressor, PartialFitMixin, check_hidden_layer_sizes
@@ -292,12 +292,10 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         """
         if not (hasattr(self, "state_") and self._mixture_output()):
             return super().predict_dist(X)
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        xp = self._namespace()
+        X, _ = self._scaled_input(X)
         s = self.state_
         rho, slab_mean, slab_var, _ = pbp_spike_slab.forward(
-            s.means, s.variances, self._scale_X(X, xp), bias=False
+            s.means, s.variances, X, bias=False
         )
         rho, slab_mean, slab_var = (asnumpy(a)[:, 0] for a in (rho, slab_mean, slab_var))
         scale, shift = self.y_scaler_.scale_[0], self.y_scaler_.mean_[0]
@@ -329,11 +327,9 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         check_is_fitted(self)
         if not self.spike_and_slab:
             raise ValueError("slab_probabilities needs a model fitted with spike_and_slab=True.")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X, _ = self._scaled_input(X)
         s = self.state_
-        _, _, _, layer_rho = pbp_spike_slab.forward(
-            s.means, s.variances, self._scale_X(X, self._namespace()), bias=s.bias
-        )
+        _, _, _, layer_rho = pbp_spike_slab.forward(s.means, s.variances, X, bias=s.bias)
         return np.column_stack([asnumpy(r) for r in layer_rho])
 
     def _predict_moments_scaled(self, X, xp):

@@ -8,7 +8,7 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._backend import asnumpy
 from .base import BaseBayesianRegressor, check_hidden_layer_sizes
@@ -320,16 +320,10 @@ class VBNNRegressor(BaseBayesianRegressor):
         """
         if not hasattr(self, "members_") or len(self.members_) == 1:
             return super().predict_dist(X)
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        xp = self._namespace()
-        moments = self._member_moments(self._scale_X(X, xp), xp)
-        scale, shift = self.y_scaler_.scale_, self.y_scaler_.mean_
-        means = np.stack([asnumpy(m) * scale + shift for m, _, _ in moments], axis=-1)
-        epi = np.stack([asnumpy(e) * scale**2 for _, e, _ in moments], axis=-1)
-        ale = np.stack([asnumpy(a) * scale**2 for _, _, a in moments], axis=-1)
-        if self._y_ndim == 1:
-            means, epi, ale = means[:, 0], epi[:, 0], ale[:, 0]
+        X, xp = self._scaled_input(X)
+        members = [self._original_units(*m) for m in self._member_moments(X, xp)]
+        # The component axis goes last (GaussianMixturePredictive's layout).
+        means, epi, ale = (np.stack(parts, axis=-1) for parts in zip(*members))
         return GaussianMixturePredictive(means, epi + ale, self.weights_, aleatoric_vars=ale)
 
     def sample_predictive(self, X, n_samples=1, random_state=None):
@@ -348,10 +342,7 @@ class VBNNRegressor(BaseBayesianRegressor):
         """
         from sklearn.utils import check_random_state
 
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        xp = self._namespace()
-        Xs = self._scale_X(X, xp)
+        Xs, _ = self._scaled_input(X)
         seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
         rng = np.random.default_rng(seed)
         counts = rng.multinomial(n_samples, self.weights_)
@@ -438,6 +429,7 @@ def _fit_member(X, Y, settings, seed):
         beta0_hidden=settings["beta0_hidden"],
         init=settings["init"],
     )
+    run = dict(tol=settings["tol"], patience=settings["patience"], em_global=settings["em_global"])
     if settings["solver"] == "svi":
         state, history, converged = svi.run_svi(
             X,
@@ -447,14 +439,11 @@ def _fit_member(X, Y, settings, seed):
             batch_size=settings["batch_size"],
             forgetting_rate=settings["forgetting_rate"],
             max_epochs=settings["max_iter"],
-            tol=settings["tol"],
-            patience=settings["patience"],
-            em_global=settings["em_global"],
             prior=make_prior(),
+            **run,
             **common,
         )
         return state.globals_only(), history, converged
-    run = dict(tol=settings["tol"], patience=settings["patience"], em_global=settings["em_global"])
     best = None
     screen = min(settings["init_max_iter"], settings["max_iter"])
     for _ in range(settings["n_init"]):

@@ -59,13 +59,20 @@ def kv_ratio(nu, z):
 
 
 # --------------------------------------------------------------- GIG moments
-def gig_log_normalizer(nu, delta, lam):
-    """``log ∫ x^(nu-1) exp(-(delta^2/x + lam^2 x)/2) dx`` (vbnn.md §5)."""
+def _gig_cases(nu, delta, lam):
+    """Broadcast float arrays ``(nu, delta, lam)`` and the masks of the three
+    cases of vbnn.md §12: inverse gamma (``lam = 0``), gamma (``delta = 0``) and
+    the general GIG."""
     nu, delta, lam = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (nu, delta, lam)))
-    out = np.empty(nu.shape)
     ig = lam == 0
     ga = (delta == 0) & ~ig
-    gen = ~(ig | ga)
+    return nu, delta, lam, ig, ga, ~(ig | ga)
+
+
+def gig_log_normalizer(nu, delta, lam):
+    """``log ∫ x^(nu-1) exp(-(delta^2/x + lam^2 x)/2) dx`` (vbnn.md §5)."""
+    nu, delta, lam, ig, ga, gen = _gig_cases(nu, delta, lam)
+    out = np.empty(nu.shape)
     out[ig] = special.gammaln(-nu[ig]) + nu[ig] * np.log(0.5 * delta[ig] ** 2)
     out[ga] = special.gammaln(nu[ga]) - nu[ga] * np.log(0.5 * lam[ga] ** 2)
     z = lam[gen] * delta[gen]
@@ -75,11 +82,8 @@ def gig_log_normalizer(nu, delta, lam):
 
 def gig_mean(nu, delta, lam):
     """``E[x]`` under ``GIG(nu, delta, lam)`` (vbnn.md §12); ``inf`` where it diverges."""
-    nu, delta, lam = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (nu, delta, lam)))
+    nu, delta, lam, ig, ga, gen = _gig_cases(nu, delta, lam)
     out = np.empty(nu.shape)
-    ig = lam == 0
-    ga = (delta == 0) & ~ig
-    gen = ~(ig | ga)
     with np.errstate(divide="ignore"):
         out[ig] = np.where(nu[ig] < -1, delta[ig] ** 2 / (-2.0 * nu[ig] - 2.0), np.inf)
     out[ga] = 2.0 * nu[ga] / lam[ga] ** 2
@@ -89,11 +93,8 @@ def gig_mean(nu, delta, lam):
 
 def gig_inverse_mean(nu, delta, lam):
     """``E[1/x]`` under ``GIG(nu, delta, lam)`` (vbnn.md §12)."""
-    nu, delta, lam = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (nu, delta, lam)))
+    nu, delta, lam, ig, ga, gen = _gig_cases(nu, delta, lam)
     out = np.empty(nu.shape)
-    ig = lam == 0
-    ga = (delta == 0) & ~ig
-    gen = ~(ig | ga)
     out[ig] = -2.0 * nu[ig] / delta[ig] ** 2
     with np.errstate(divide="ignore"):
         out[ga] = np.where(nu[ga] > 1, lam[ga] ** 2 / (2.0 * (nu[ga] - 1.0)), np.inf)
