@@ -40,6 +40,7 @@ class _MessagePassingMixin:
         "n_iter_per_batch": [Interval(Integral, 1, None, closed="left"), callable],
         "memory": [StrOptions({"per_example", "per_batch"})],
         "damping": ["boolean"],
+        "max_abs_z": [Interval(Real, 0, None, closed="neither"), None],
     }
     _device_attributes = ("state_",)
 
@@ -143,6 +144,12 @@ _COMMON_DOC = """
         does not fit).  See :meth:`memory_bytes`.
     damping : bool, default=True
         EMA damping of the batch aggregates, rate ``0.9 + 0.1 exp(-0.3 (e-1))``.
+    max_abs_z : float > 0 or None, default=None
+        Bound on the standardised training inputs: a feature whose standard
+        deviation is below ``(max - min) / max_abs_z`` is scaled by that instead
+        (see :func:`skbayesnn.base.fit_input_scaler`).  1 scales every feature by
+        its training range, close to the paper's one global scale for all pixels
+        (message_passing.md §10); None is plain per-column standardisation.
     device : {"cpu", "cuda", "auto"}, default="cpu"
     random_state : int, RandomState instance or None, default=None
         Seeds the prior means, the batches and the example order.
@@ -214,6 +221,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         n_iter_per_batch=3,
         memory="per_example",
         damping=True,
+        max_abs_z=None,
         device="cpu",
         random_state=None,
         verbose=0,
@@ -229,6 +237,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         self.n_iter_per_batch = n_iter_per_batch
         self.memory = memory
         self.damping = damping
+        self.max_abs_z = max_abs_z
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
@@ -316,6 +325,7 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         n_iter_per_batch=3,
         memory="per_example",
         damping=True,
+        max_abs_z=None,
         device="cpu",
         random_state=None,
         verbose=0,
@@ -333,6 +343,7 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         self.n_iter_per_batch = n_iter_per_batch
         self.memory = memory
         self.damping = damping
+        self.max_abs_z = max_abs_z
         self.device = device
         self.random_state = random_state
         self.verbose = verbose

@@ -156,7 +156,8 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         Bound on the standardised training inputs: a feature whose standard
         deviation is below ``(max - min) / max_abs_z`` is scaled by that instead
         (see :func:`skbayesnn.base.fit_input_scaler`).  Useful for sparse or
-        nearly constant features, e.g. 16 on pixel data; None is plain
+        nearly constant features: 1 scales every feature by its training range,
+        as the paper divides pixels by their range (tagi.md §12.3); None is plain
         standardisation.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training rows, track their
@@ -298,7 +299,8 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         Bound on the standardised training inputs: a feature whose standard
         deviation is below ``(max - min) / max_abs_z`` is scaled by that instead
         (see :func:`skbayesnn.base.fit_input_scaler`).  Useful for sparse or
-        nearly constant features, e.g. 16 on pixel data; None is plain
+        nearly constant features: 1 scales every feature by its training range,
+        as the paper divides pixels by their range (tagi.md §12.3); None is plain
         standardisation.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training rows, track their mean

@@ -154,3 +154,36 @@ def test_input_scaler_bounds_standardised_training_inputs(rng):
     np.testing.assert_array_equal(scaler.scale_[[0, 2, 3]], plain.scale_[[0, 2, 3]])
     assert scaler.scale_[1] == 16.0 / 8.0
     np.testing.assert_array_equal(fit_input_scaler(X).scale_, plain.scale_)
+
+
+def _estimators_with_input_bound():
+    import inspect
+
+    import skbayesnn
+
+    classes = [getattr(skbayesnn, name) for name in skbayesnn.__all__]
+    return [
+        c for c in classes if inspect.isclass(c) and "max_abs_z" in c().get_params()
+    ]
+
+
+@pytest.mark.parametrize(
+    "estimator", _estimators_with_input_bound(), ids=lambda e: e.__name__
+)
+def test_max_abs_z_bounds_the_scaled_training_inputs(rng, estimator):
+    # Every estimator exposing max_abs_z passes it to fit_input_scaler: the
+    # standardised training inputs stay in [-c, c], and c <= 0 is refused.
+    from sklearn.base import is_classifier
+
+    X = rng.normal(size=(120, 3))
+    X[:, 2] = 0.0
+    X[5, 2] = 40.0
+    y = (X[:, 0] > 0).astype(int) if is_classifier(estimator()) else X[:, 0]
+    params = {"hidden_layer_sizes": (8,), "max_epochs": 2, "random_state": 0}
+    for c in (4.0, 1.0):
+        model = estimator(max_abs_z=c, **params).fit(X, y)
+        Z = model.x_scaler_.transform(X)
+        assert np.abs(Z).max() <= c + 1e-12
+        assert np.abs(Z[:, 2]).max() > 0.9 * c  # the spike sits at the bound
+    with pytest.raises(ValueError, match="max_abs_z"):
+        estimator(max_abs_z=0.0, **params).fit(X, y)

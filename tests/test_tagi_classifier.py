@@ -89,17 +89,6 @@ def test_learns_iris_with_string_labels_and_streams():
         TAGIClassifier().partial_fit(X, labels)
 
 
-def test_max_abs_z_bounds_the_scaled_training_inputs(rng):
-    X = rng.normal(size=(120, 3))
-    X[:, 2] = 0.0
-    X[5, 2] = 40.0
-    y = (X[:, 0] > 0).astype(int)
-    clf = TAGIClassifier((8,), max_epochs=2, max_abs_z=4.0, random_state=0).fit(X, y)
-    assert np.abs(clf.x_scaler_.transform(X)).max() <= 4.0 + 1e-12
-    with pytest.raises(ValueError, match="max_abs_z"):
-        TAGIClassifier(max_abs_z=0.0).fit(X, y)
-
-
 def test_early_stopping_scores_the_held_out_log_loss_and_keeps_the_best_epoch():
     # The score after each epoch is minus sklearn's log-loss of the held-out rows;
     # the kept posterior is the best epoch's, which refitting up to it reproduces.
