@@ -4,7 +4,7 @@ Usage:
     OPENBLAS_NUM_THREADS=1 python benchmarks/uci_mp.py [--data-home ../shared/uci]
         [--datasets bostonHousing ...] [--splits 20] [--n-jobs 2] [--epochs 40]
         [--epochs-large 10] [--large 5000] [--n-iter 3]
-        [--tune-noise 0.1 0.2 0.4] [--cv 3]
+        [--tune-noise 0.1 0.2 0.4] [--cv 3] [--batch-size 256]
 
 Protocol of message_passing.md §12.4: 2x64 LeakyReLU(0.1), batch 256, 3
 iterations per batch visit, fixed noise std 0.4 in standardised target units,
@@ -15,14 +15,22 @@ to keep the study to minutes this uses ``--epochs`` (40) and ``--epochs-large``
 (10) for datasets with more than ``--large`` training rows (kin8nm).  Reports
 the test RMSE and the average Gaussian test log-likelihood per point in
 original units, mean ± standard error over splits (SE = std / sqrt(n_splits)),
-next to the published PBP (Hernández-Lobato & Adams 2015, Table 1) and this
-library's TAGI rows (README, 1x50 ReLU, CV-tuned noise).
+next to this library's PBP (README, 1x50 ReLU, untuned) and TAGI (README, 1x50
+ReLU, CV-tuned noise) rows.  The ``met`` column is issue 6's target: mean RMSE
+no more than one standard error above the better of the two.
 
 ``--tune-noise`` departs from the paper's fixed 0.4: on every split the noise
 std is chosen from the given values by ``--cv``-fold cross-validated NLPD
 (``GridSearchCV`` with ``skbayesnn.metrics.neg_nlpd_scorer``) on the training
 part only, then refitted on the whole training part; the test part is still
 used once.  The chosen values are printed per dataset.
+
+``--batch-size`` departs from the paper's 256: training progresses by batch
+visits (§6), and with 256 a dataset of a few hundred rows gets one or two visits
+per epoch, so 40 epochs leave the network, and even more the smaller
+cross-validation fits, far from converged (yacht's 3-fold CV then scores every
+noise level at RMSE 4-8 and picks at random).  Batches of 32 cost the same per
+epoch (the work is per example) and give 8x the visits.
 """
 
 import argparse
@@ -37,26 +45,26 @@ from skbayesnn import MessagePassingRegressor
 from skbayesnn.datasets import available_uci_datasets, load_uci, uci_n_splits
 from skbayesnn.metrics import neg_nlpd_scorer, nlpd
 
-# PBP paper, Table 1 (RMSE, LL); this library's TAGI rows from README.md (RMSE, LL).
+# This library's PBP and TAGI rows from README.md: (RMSE, RMSE standard error, LL).
 PBP = {
-    "bostonHousing": (3.01, -2.57),
-    "concrete": (5.67, -3.16),
-    "energy": (1.80, -2.04),
-    "kin8nm": (0.10, 0.90),
-    "wine-quality-red": (0.64, -0.97),
-    "yacht": (1.02, -1.63),
+    "bostonHousing": (2.971, 0.178, -2.554),
+    "concrete": (5.672, 0.105, -3.162),
+    "energy": (1.820, 0.052, -2.049),
+    "kin8nm": (0.099, 0.001, 0.894),
+    "wine-quality-red": (0.634, 0.008, -0.967),
+    "yacht": (1.043, 0.058, -1.646),
 }
 TAGI = {
-    "bostonHousing": (2.894, -2.515),
-    "concrete": (5.691, -3.161),
-    "energy": (1.469, -1.861),
-    "kin8nm": (0.095, 0.930),
-    "wine-quality-red": (0.632, -0.960),
-    "yacht": (1.058, -1.659),
+    "bostonHousing": (2.894, 0.202, -2.515),
+    "concrete": (5.691, 0.120, -3.161),
+    "energy": (1.469, 0.054, -1.861),
+    "kin8nm": (0.095, 0.001, 0.930),
+    "wine-quality-red": (0.632, 0.008, -0.960),
+    "yacht": (1.058, 0.118, -1.659),
 }
 
 
-def run_split(name, split, data_home, epochs, n_iter, noise_grid=None, cv=3):
+def run_split(name, split, data_home, epochs, n_iter, noise_grid=None, cv=3, batch_size=256):
     d = load_uci(name, split, data_home=data_home)
     start = time.perf_counter()
     model = MessagePassingRegressor(
@@ -64,7 +72,7 @@ def run_split(name, split, data_home, epochs, n_iter, noise_grid=None, cv=3):
         activation="leaky_relu",
         negative_slope=0.1,
         noise_std=0.4,
-        batch_size=256,
+        batch_size=batch_size,
         max_epochs=epochs,
         n_iter_per_batch=n_iter,
         random_state=split,
@@ -98,13 +106,14 @@ def main():
     parser.add_argument("--large", type=int, default=5000, help="rows above which a dataset "
                         "gets --epochs-large")
     parser.add_argument("--n-iter", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--tune-noise", type=float, nargs="*", default=None,
                         help="noise std grid chosen per split by CV NLPD on the training part")
     parser.add_argument("--cv", type=int, default=3)
     args = parser.parse_args()
     names = args.datasets or available_uci_datasets(args.data_home)
     MessagePassingRegressor((4,), max_epochs=1).fit(np.ones((8, 2)), np.arange(8.0))  # compile
-    print(f"{'dataset':<17}{'epochs':>6}{'RMSE':>16}{'PBP':>7}{'TAGI':>7}"
+    print(f"{'dataset':<17}{'epochs':>6}{'RMSE':>16}{'PBP':>7}{'TAGI':>7}{'met':>5}"
           f"{'LL':>16}{'PBP':>7}{'TAGI':>7}{'s/split':>9}")
     for name in names:
         n = uci_n_splits(name, data_home=args.data_home)
@@ -113,19 +122,29 @@ def main():
         epochs = args.epochs_large if rows > args.large else args.epochs
         res = Parallel(n_jobs=args.n_jobs)(
             delayed(run_split)(
-                name, k, args.data_home, epochs, args.n_iter, args.tune_noise, args.cv
+                name,
+                k,
+                args.data_home,
+                epochs,
+                args.n_iter,
+                args.tune_noise,
+                args.cv,
+                args.batch_size,
             )
             for k in range(n)
         )
         r = np.array(res, dtype=float)
         chosen = np.unique(r[:, 3], return_counts=True)
         se = r.std(axis=0, ddof=1) / np.sqrt(len(r)) if len(r) > 1 else np.zeros(4)
-        pbp = PBP.get(name, (np.nan, np.nan))
-        tagi = TAGI.get(name, (np.nan, np.nan))
+        pbp = PBP.get(name, (np.nan,) * 3)
+        tagi = TAGI.get(name, (np.nan,) * 3)
+        # issue 6's target: mean RMSE within one (our) standard error of the better of the two
+        best = min(pbp[0], tagi[0])
+        met = "yes" if r[:, 0].mean() - best <= se[0] else "no"
         print(
-            f"{name[:16]:<17}{epochs:>6}{r[:, 0].mean():>9.3f}±{se[0]:<6.3f}{pbp[0]:>7.2f}"
-            f"{tagi[0]:>7.3f}{r[:, 1].mean():>9.3f}±{se[1]:<6.3f}{pbp[1]:>7.2f}{tagi[1]:>7.3f}"
-            f"{r[:, 2].mean():>9.1f}  noise_std "
+            f"{name[:16]:<17}{epochs:>6}{r[:, 0].mean():>9.3f}±{se[0]:<6.3f}{pbp[0]:>7.3f}"
+            f"{tagi[0]:>7.3f}{met:>5}{r[:, 1].mean():>9.3f}±{se[1]:<6.3f}{pbp[2]:>7.3f}"
+            f"{tagi[2]:>7.3f}{r[:, 2].mean():>9.1f}  noise_std "
             + ", ".join(f"{v:g} x{c}" for v, c in zip(*chosen)),
             flush=True,
         )
