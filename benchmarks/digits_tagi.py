@@ -7,8 +7,9 @@ Fixed stratified 75/25 split (random_state=0), 2x100 ReLU for both. Inputs are
 scaled as the paper scales MNIST pixels, by their range (tagi.md §12.3):
 ``max_abs_z=1`` divides every pixel by its training range after centring (plain
 standardisation turns rarely lit border pixels into inputs of size 20-40).
-TAGI's sigma_v and probit scale alpha are chosen by GridSearchCV (stratified
-K-fold, neg_log_loss) on the training part only, then refitted on all of it;
+TAGI's sigma_v, probit scale alpha and ``proba_noise`` (whether sigma_v^2
+enters the probit integral) are chosen by GridSearchCV (stratified K-fold,
+neg_log_loss) on the training part only, then refitted on all of it;
 with --tune-max-abs-z the search also picks max_abs_z from {None, 1, 2, 4}. The
 prior gain is 0.25 (an earlier search over {0.25, 1} never chose 1).
 MLPClassifier is reported with its defaults (the acceptance reference) and, with
@@ -34,7 +35,10 @@ from skbayesnn.metrics import categorical_nll, expected_calibration_error
 
 TAGI_GRID = {
     "sigma_v": [0.1, 0.2, 0.3, 0.4],  # the paper's MNIST grid (tagi.md §5)
-    "alpha": [0.1, 0.15, 0.2, 0.25, 1.0 / 3.0],
+    "alpha": [0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 1.0 / 3.0],
+    # sigma_v^2 in Eq. 24 (the reference code) or not: with it, sigma_v >= 0.3
+    # leaves every alpha underconfident
+    "proba_noise": [True, False],
 }
 MAX_ABS_Z_GRID = [None, 1.0, 2.0, 4.0]
 MLP_GRID = {"alpha": [1e-4, 1e-3, 1e-2, 1e-1]}

@@ -94,6 +94,7 @@ class _MessagePassingMixin:
                     rate=rate,
                     per_example=self.memory == "per_example",
                 )
+            network.recompute_posterior(self.state_)
             self._log(f"epoch {epoch}", level=2)
         self._log(
             f"trained {self.n_iter_} epochs over {self.state_.n_slots} batch slots; "

@@ -289,6 +289,15 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         0.1–0.4).
     alpha : float > 0, default=1/3
         Scale of the probit link ``Phi(y / alpha)``.
+    proba_noise : bool, default=True
+        Add the observation noise ``sigma_v**2`` to the node outputs' variance
+        in the probit integral of Eq. 24, as the reference code does
+        (tagi.md §8).  Each node's probability is then no sharper than
+        ``Phi(|mean| / sigma_v)`` whatever ``alpha``, which makes the model
+        underconfident when ``sigma_v`` is large next to ``alpha``.  With False
+        the training noise only shapes the learning and ``alpha`` alone widens
+        the link, so tuning ``alpha`` (with ``sigma_v`` fixed) acts like
+        temperature scaling; training is the same either way.
     batch_size : int, default=10
     max_epochs : int, default=40
     gain_w : float > 0, default=1.0
@@ -345,6 +354,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         **_TAGI_CONSTRAINTS,
         **_EARLY_STOPPING_CONSTRAINTS,
         "alpha": [Interval(Real, 0, None, closed="neither")],
+        "proba_noise": ["boolean"],
     }
 
     def __init__(
@@ -354,6 +364,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         *,
         sigma_v=0.3,
         alpha=1.0 / 3.0,
+        proba_noise=True,
         batch_size=10,
         max_epochs=40,
         gain_w=1.0,
@@ -371,6 +382,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         self.activation = activation
         self.sigma_v = sigma_v
         self.alpha = alpha
+        self.proba_noise = proba_noise
         self.batch_size = batch_size
         self.max_epochs = max_epochs
         self.gain_w = gain_w
@@ -407,6 +419,6 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
 
     def _predict_proba_scaled(self, X, xp):
         z_mean, z_var = tagi.forward(self.posterior_, X)
-        # Eq. 24 with the predictive variance including sigma_v^2, as the
-        # reference code does.
-        return self.tree_.proba(z_mean, z_var + float(self.sigma_v) ** 2, self.alpha)
+        if self.proba_noise:  # Eq. 24 on the noisy outputs, as the reference code
+            z_var = z_var + float(self.sigma_v) ** 2
+        return self.tree_.proba(z_mean, z_var, self.alpha)

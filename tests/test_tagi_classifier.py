@@ -7,7 +7,7 @@ from sklearn.datasets import load_iris
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skbayesnn import TAGIClassifier
-from skbayesnn.inference.tagi import ClassTree
+from skbayesnn.inference.tagi import ClassTree, forward
 
 
 @parametrize_with_checks([TAGIClassifier(hidden_layer_sizes=(20,), max_epochs=10, random_state=0)])
@@ -62,6 +62,29 @@ def test_proba_is_the_probit_integral_and_a_distribution(rng):
         np.testing.assert_allclose(p, raw / raw.sum(axis=1, keepdims=True), rtol=1e-10)
         if K == 8:
             np.testing.assert_allclose(raw.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_proba_noise_only_changes_the_probit_variance():
+    # Binary problem, one node: p(first class) = Phi(m / sqrt(alpha^2 + v [+ sigma_v^2]))
+    # with (m, v) the network's output moments; training is the same either way.
+    X, y = load_iris(return_X_y=True)
+    X, y = X[y < 2], y[y < 2]
+    kw = dict(hidden_layer_sizes=(8,), sigma_v=0.5, alpha=0.1, max_epochs=5, random_state=0)
+    noisy = TAGIClassifier(**kw).fit(X, y)
+    plain = TAGIClassifier(proba_noise=False, **kw).fit(X, y)
+    for a, b in zip(noisy.posterior_.weight_means, plain.posterior_.weight_means):
+        np.testing.assert_array_equal(a, b)
+    m, v = forward(noisy.posterior_, noisy.x_scaler_.transform(X))
+    p0 = norm.cdf(m[:, 0] / np.sqrt(0.1**2 + v[:, 0] + 0.5**2))
+    np.testing.assert_allclose(noisy.predict_proba(X)[:, 0], p0, rtol=1e-10)
+    np.testing.assert_allclose(
+        plain.predict_proba(X)[:, 0], norm.cdf(m[:, 0] / np.sqrt(0.1**2 + v[:, 0])), rtol=1e-10
+    )
+    # With the noise, no probability passes Phi(|m| / sigma_v); without it, the
+    # confident rows get sharper.
+    assert np.all(np.abs(p0 - 0.5) <= np.abs(norm.cdf(np.abs(m[:, 0]) / 0.5) - 0.5))
+    top = plain.predict_proba(X).max(axis=1)
+    assert np.all(top >= noisy.predict_proba(X).max(axis=1)) and top.max() > norm.cdf(2.0)
 
 
 def test_confident_outputs_decode_the_class():

@@ -136,6 +136,33 @@ def test_several_weights_exact_means_and_batch_independent_variances():
         np.testing.assert_allclose(np.r_[v2[0], bv2], got_var, rtol=1e-4)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_visits_keep_the_posterior_equal_to_prior_times_slots(rng, bias):
+    """Each visit updates ``q`` by ``new slot / old slot`` (O(P)); after many
+    damped visits with no refresh, ``q`` equals the product of the prior and
+    every slot, and the per-epoch refresh changes it only by rounding."""
+    X = rng.normal(size=(60, 3))
+    y = np.tanh(X[:, :1]) + 0.1 * rng.normal(size=(60, 1))
+    st = network.init_state([3, 8, 1], rng=np.random.default_rng(0), xp=np, bias=bias)
+    network.add_batches(st, 6)
+    g = np.random.default_rng(2)
+    out = network.regression_output(0.05)
+    for visit in range(40):
+        k = int(g.integers(6))
+        network.train_batch(st, X[10 * k : 10 * k + 10], y[10 * k : 10 * k + 10], k,
+                            output=out, n_iter=2, rng=g, rate=network.ema_rate(1 + visit // 6))
+    incremental = [tuple(a.copy() for a in p) for p in st.post_w + st.post_b]
+    network.recompute_posterior(st)
+    for (t_inc, r_inc), (t, r), (t0, r0), slots in zip(
+        incremental, st.post_w + st.post_b, st.prior_w + st.prior_b, st.slots_w + st.slots_b
+    ):
+        np.testing.assert_allclose(t, t0 + sum(s[0] for s in slots))
+        np.testing.assert_allclose(r, r0 + sum(s[1] for s in slots))
+        scale = np.abs(r).max()
+        np.testing.assert_allclose(r_inc, r, rtol=0, atol=1e-12 * scale)
+        np.testing.assert_allclose(t_inc, t, rtol=0, atol=1e-12 * max(np.abs(t).max(), scale))
+
+
 def test_memory_formula_counts_messages():
     sizes = [5, 8, 1]
     p = (5 + 1) * 8 + (8 + 1) * 1

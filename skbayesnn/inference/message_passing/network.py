@@ -48,6 +48,7 @@ __all__ = [
     "prior_variances",
     "memory_bytes",
     "ema_rate",
+    "recompute_posterior",
     "train_batch",
     "run_epoch",
     "add_batches",
@@ -189,8 +190,14 @@ def init_state(sizes, *, rng, xp, alpha=0.1, prior_var=None, bias_var=0.5, bias=
     return state
 
 
-def _recompute_posterior(state):
-    """``q = prior x prod(slots)`` from scratch (§6, §8 item 4)."""
+def recompute_posterior(state):
+    """``q = prior x prod(slots)`` from scratch (§6, §8 item 4).
+
+    :func:`train_batch` updates the posterior incrementally (``q x new slot /
+    old slot``), which costs ``O(P)`` per visit instead of ``O(B P)`` for ``B``
+    slots; the epoch loops call this once per epoch so that rounding cannot
+    accumulate (the paper's "full recompilation", applied to the slots).
+    """
     for layer in range(state.n_layers):
         for post, prior, slots, dst in (
             (state.post_w, state.prior_w, state.slots_w, "w"),
@@ -348,10 +355,17 @@ def _commit(state, active, rate):
     for layer in range(state.n_layers):
         old_t, old_r = state.slots_w[layer][active.slot]
         t, r = damp(old_t, old_r, w[layer][0], w[layer][1], rate)
-        state.slots_w[layer][active.slot] = (t, xp.maximum(r, 0.0))
+        r = xp.maximum(r, 0.0)
+        state.slots_w[layer][active.slot] = (t, r)
+        # q <- q x new slot / old slot: O(P), not a product over all B slots
+        q_t, q_r = state.post_w[layer]
+        state.post_w[layer] = (q_t + (t - old_t), q_r + (r - old_r))
         if state.bias:
-            state.slots_b[layer][active.slot] = b[layer]
-    _recompute_posterior(state)
+            old_t, old_r = state.slots_b[layer][active.slot]
+            t, r = b[layer]
+            state.slots_b[layer][active.slot] = (t, r)
+            q_t, q_r = state.post_b[layer]
+            state.post_b[layer] = (q_t + (t - old_t), q_r + (r - old_r))
 
 
 def _kernel_ready(state, X, output, chunk_size):
@@ -513,6 +527,7 @@ def run_epoch(
             chunk_size=chunk_size,
             use_kernel=use_kernel,
         )
+    recompute_posterior(state)
 
 
 def posterior_moments(state):
