@@ -3,12 +3,13 @@
 Usage:
     OPENBLAS_NUM_THREADS=1 python benchmarks/speed_mp_vs_mlp.py [--data-home ../shared/uci]
         [--dataset kin8nm] [--split 0] [--epochs 10] [--n-iter 3] [--memory per_example]
+        [--batch-size 256]
 
 Both models: hidden layers (64, 64), the same number of epochs (MLPRegressor is
 kept from stopping early: ``tol=0``, ``n_iter_no_change`` above the epochs),
 the same training part of one standard split, in the same process.  Message
 passing uses the UCI protocol of message_passing.md §12.4 (LeakyReLU(0.1),
-batch 256, ``--n-iter`` iterations per batch, noise std 0.4) and the compiled
+``--batch-size`` (256), ``--n-iter`` iterations per batch, noise std 0.4) and the compiled
 kernel of ``skbayesnn.inference.message_passing.kernel`` (one example at a
 time, §6); MLPRegressor its default batch of 200.  The Numba kernel is compiled
 (or loaded from its cache) by a one-epoch warm-up fit before timing.  Prints
@@ -39,6 +40,7 @@ def main():
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--n-iter", type=int, default=3, help="iterations per batch visit")
     parser.add_argument("--memory", default="per_example", choices=["per_example", "per_batch"])
+    parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=1, help="best of this many fits each")
     args = parser.parse_args()
     d = load_uci(args.dataset, args.split, data_home=args.data_home)
@@ -46,7 +48,7 @@ def main():
     def ours(epochs):
         return MessagePassingRegressor(
             (64, 64),
-            batch_size=256,
+            batch_size=args.batch_size,
             max_epochs=epochs,
             n_iter_per_batch=args.n_iter,
             memory=args.memory,
@@ -84,7 +86,8 @@ def main():
         rmse[name] = float(np.sqrt(np.mean((model.predict(d.X_test) - d.y_test) ** 2)))
     n = d.X_train.shape[0]
     print(f"{args.dataset} split {args.split}: {n} training rows, {args.epochs} epochs, "
-          f"hidden (64, 64); MP: batch 256, {args.n_iter} iterations/batch, {args.memory}")
+          f"hidden (64, 64); MP: batch {args.batch_size}, {args.n_iter} iterations/batch, "
+          f"{args.memory}")
     for name in times:
         print(f"{name:<24} fit {times[name]:8.2f} s  ({times[name] / args.epochs * 1e3:8.1f} "
               f"ms/epoch)  test RMSE {rmse[name]:.4f}")
