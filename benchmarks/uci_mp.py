@@ -150,7 +150,7 @@ def main():
         best = min(pbp[0], tagi[0])
         met = "yes" if r[:, 0].mean() - best <= se[0] else "no"
         print(
-            f"{name[:16]:<17}{epochs:>6}{r[:, 0].mean():>9.3f}±{se[0]:<6.3f}{pbp[0]:>7.3f}"
+            f"{name[:16]:<17}{epochs:>6}{r[:, 0].mean():>9.4g}±{se[0]:<6.2g}{pbp[0]:>7.3f}"
             f"{tagi[0]:>7.3f}{met:>5}{r[:, 1].mean():>9.3f}±{se[1]:<6.3f}{pbp[2]:>7.3f}"
             f"{tagi[2]:>7.3f}{r[:, 2].mean():>9.1f}  noise_std "
             + ", ".join(f"{v:g} x{c}" for v, c in zip(*chosen)),
