@@ -6,7 +6,8 @@ five seeds (single seeds scatter by more than the differences between models),
 next to sklearn's ``MLPClassifier`` with the same hidden layers.  The data ship
 with scikit-learn.  TAGI's ``sigma_v`` and ``alpha`` are the ones
 ``benchmarks/digits_tagi.py`` chose by 5-fold cross-validated log-loss on the
-training part on three of five seeds; TAGI and message passing scale the pixels
+training part on two of five seeds (with the reference code's predictive,
+``proba_noise=True``); TAGI and message passing scale the pixels
 by their range (``max_abs_z=1``), as both papers scale image inputs.
 """
 
