@@ -80,21 +80,16 @@ class _MessagePassingMixin:
         for _ in range(n_epochs):
             self.n_iter_ += 1
             epoch = self.n_iter_
-            rate = network.ema_rate(epoch) if self.damping else 1.0
-            for k in rng.permutation(len(batches)):
-                slot, Xb, Tb = batches[k]
-                network.train_batch(
-                    self.state_,
-                    Xb,
-                    Tb,
-                    slot,
-                    output=out,
-                    n_iter=self._n_iter(epoch),
-                    rng=rng,
-                    rate=rate,
-                    per_example=self.memory == "per_example",
-                )
-            network.recompute_posterior(self.state_)
+            network.run_epoch(
+                self.state_,
+                batches,
+                output=out,
+                n_iter=self._n_iter(epoch),
+                rng=rng,
+                epoch=epoch,
+                damping=self.damping,
+                per_example=self.memory == "per_example",
+            )
             self._log(f"epoch {epoch}", level=2)
         self._log(
             f"trained {self.n_iter_} epochs over {self.state_.n_slots} batch slots; "

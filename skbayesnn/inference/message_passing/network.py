@@ -199,9 +199,9 @@ def recompute_posterior(state):
     accumulate (the paper's "full recompilation", applied to the slots).
     """
     for layer in range(state.n_layers):
-        for post, prior, slots, dst in (
-            (state.post_w, state.prior_w, state.slots_w, "w"),
-            (state.post_b, state.prior_b, state.slots_b, "b"),
+        for post, prior, slots in (
+            (state.post_w, state.prior_w, state.slots_w),
+            (state.post_b, state.prior_b, state.slots_b),
         ):
             tau, rho = prior[layer]
             tau, rho = tau + 0.0, rho + 0.0
@@ -355,17 +355,20 @@ def _commit(state, active, rate):
     for layer in range(state.n_layers):
         old_t, old_r = state.slots_w[layer][active.slot]
         t, r = damp(old_t, old_r, w[layer][0], w[layer][1], rate)
-        r = xp.maximum(r, 0.0)
-        state.slots_w[layer][active.slot] = (t, r)
-        # q <- q x new slot / old slot: O(P), not a product over all B slots
-        q_t, q_r = state.post_w[layer]
-        state.post_w[layer] = (q_t + (t - old_t), q_r + (r - old_r))
+        _replace_slot(state.slots_w, state.post_w, layer, active.slot, t, xp.maximum(r, 0.0))
         if state.bias:
-            old_t, old_r = state.slots_b[layer][active.slot]
-            t, r = b[layer]
-            state.slots_b[layer][active.slot] = (t, r)
-            q_t, q_r = state.post_b[layer]
-            state.post_b[layer] = (q_t + (t - old_t), q_r + (r - old_r))
+            _replace_slot(state.slots_b, state.post_b, layer, active.slot, *b[layer])
+
+
+def _replace_slot(slots, post, layer, slot, tau, rho):
+    """Store a batch's new slot and update the posterior by ``new / old``.
+
+    ``O(P)``, not a product over all ``B`` slots (:func:`recompute_posterior`).
+    """
+    old_t, old_r = slots[layer][slot]
+    slots[layer][slot] = (tau, rho)
+    q_t, q_r = post[layer]
+    post[layer] = (q_t + (tau - old_t), q_r + (rho - old_r))
 
 
 def _kernel_ready(state, X, output, chunk_size):
@@ -509,13 +512,25 @@ def train_batch(
 
 
 def run_epoch(
-    state, batches, *, output, n_iter, rng, epoch, per_example=True, chunk_size=1, use_kernel=None
+    state,
+    batches,
+    *,
+    output,
+    n_iter,
+    rng,
+    epoch,
+    damping=True,
+    per_example=True,
+    chunk_size=1,
+    use_kernel=None,
 ):
-    """One epoch: every ``(slot, X, target)`` in ``batches``, in random order (§6).
+    """One epoch: every ``(slot, X, target)`` in ``batches``, in random order (§6),
+    then the posterior refreshed from the slots.
 
-    ``use_kernel`` as in :func:`train_batch`.
+    ``damping``: EMA rate :func:`ema_rate` of ``epoch`` for the slots (False: 1,
+    no damping).  ``use_kernel`` as in :func:`train_batch`.
     """
-    rate = ema_rate(epoch)
+    rate = ema_rate(epoch) if damping else 1.0
     for k in rng.permutation(len(batches)):
         slot, Xb, tb = batches[k]
         train_batch(
