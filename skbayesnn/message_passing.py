@@ -13,7 +13,11 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import (
+    Interval,
+    StrOptions,
+    validate_parameter_constraints,
+)
 
 from .base import (
     BaseBayesianClassifier,
@@ -168,7 +172,20 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         + _COMMON_DOC
         + """    noise_std : float, default=0.4
         Fixed observation noise ``beta`` in units of the standardised target
-        (the paper's UCI value; §3.3).  Not learned.
+        (the paper's UCI value; §3.3) of the training likelihood.  Not learned.
+    predictive_noise_std : float or None, default=None
+        ``beta`` of the predictive ``N(mu, sigma^2 + beta^2)``, standardised
+        units; None uses ``noise_std``.  Only prediction reads it, so it can be
+        set after ``fit`` (``set_params``) without refitting.  A value above
+        ``noise_std`` amounts to a tempered ("cold") likelihood,
+        ``N(y; f, noise_std^2) = N(y; f, beta^2)^(1/T)`` with
+        ``T = noise_std^2 / beta^2 < 1``: a small training noise fits the mean
+        more closely, but the factorised posterior's ``sigma^2`` is then too
+        small to cover the errors, and the larger ``beta`` restores the
+        calibration.  Choose ``noise_std`` for the accuracy of the mean and
+        ``predictive_noise_std`` for the log-likelihood, e.g. by
+        cross-validation on the training part (``benchmarks/uci_mp.py
+        --tune-predictive-noise``).
 
     Attributes
     ----------
@@ -205,6 +222,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         **BaseBayesianRegressor._parameter_constraints,
         **_MessagePassingMixin._common_constraints,
         "noise_std": [Interval(Real, 0, None, closed="neither")],
+        "predictive_noise_std": [None, Interval(Real, 0, None, closed="neither")],
     }
 
     def __init__(
@@ -214,6 +232,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         activation="leaky_relu",
         negative_slope=0.1,
         noise_std=0.4,
+        predictive_noise_std=None,
         prior_var=None,
         bias_prior_var=0.5,
         batch_size=256,
@@ -230,6 +249,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         self.activation = activation
         self.negative_slope = negative_slope
         self.noise_std = noise_std
+        self.predictive_noise_std = predictive_noise_std
         self.prior_var = prior_var
         self.bias_prior_var = bias_prior_var
         self.batch_size = batch_size
@@ -257,7 +277,16 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
 
     def _predict_moments_scaled(self, X, xp):
         mean, var = network.predict_moments(self.state_, X)
-        return likelihood.regression_predict(mean, var, float(self.noise_std) ** 2)
+        beta = self.noise_std
+        if self.predictive_noise_std is not None:
+            # may have been set after fit, where _validate_params did not see it
+            validate_parameter_constraints(
+                {"predictive_noise_std": self._parameter_constraints["predictive_noise_std"]},
+                {"predictive_noise_std": self.predictive_noise_std},
+                caller_name=type(self).__name__,
+            )
+            beta = self.predictive_noise_std
+        return likelihood.regression_predict(mean, var, float(beta) ** 2)
 
 
 class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
