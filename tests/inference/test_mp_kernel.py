@@ -29,8 +29,9 @@ def _train(kind, per_example, use_kernel, *, sizes, alpha=0.1, bias=True, nb=3, 
         out = network.regression_output(0.16)
     else:
         T = r.integers(0, sizes[-1], size=n)
-        out = network.classification_output(kind, sizes[-1], noise_var=0.01,
-                                             regularize=regularize)
+        out = network.classification_output(
+            kind, sizes[-1], noise_var=0.01, regularize=regularize
+        )
     batches = [(k, X[k * bs:(k + 1) * bs], T[k * bs:(k + 1) * bs]) for k in range(nb)]
     g = np.random.default_rng(3)
     for e in range(1, epochs + 1):
@@ -41,8 +42,8 @@ def _train(kind, per_example, use_kernel, *, sizes, alpha=0.1, bias=True, nb=3, 
 
 def _assert_close(a, b, rtol=1e-10):
     assert a.n_layers == b.n_layers
-    for (wa, va, ba, bva), (wb, vb, bb, bvb) in zip(network.posterior_moments(a),
-                                                   network.posterior_moments(b)):
+    moments = zip(network.posterior_moments(a), network.posterior_moments(b))
+    for (wa, va, ba, bva), (wb, vb, bb, bvb) in moments:
         for x, y in ((wa, wb), (va, vb), (ba, bb), (bva, bvb)):
             np.testing.assert_allclose(y, x, rtol=rtol, atol=rtol * np.max(np.abs(x)))
     for x, y in zip(a.slots_w[0], b.slots_w[0]):
