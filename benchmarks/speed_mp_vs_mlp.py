@@ -3,7 +3,7 @@
 Usage:
     OPENBLAS_NUM_THREADS=1 python benchmarks/speed_mp_vs_mlp.py [--data-home ../shared/uci]
         [--dataset kin8nm] [--split 0] [--epochs 10] [--n-iter 3] [--memory per_example]
-        [--batch-size 256] [--match-rmse]
+        [--batch-size 256] [--match-rmse] [--cost-model]
 
 Both models: hidden layers (64, 64), the same number of epochs (MLPRegressor is
 kept from stopping early: ``tol=0``, ``n_iter_no_change`` above the epochs),
@@ -46,6 +46,8 @@ def main():
     parser.add_argument("--match-rmse", action="store_true",
                         help="also time MLPRegressor at the epochs it needs for our test RMSE")
     parser.add_argument("--repeats", type=int, default=1, help="best of this many fits each")
+    parser.add_argument("--cost-model", action="store_true",
+                        help="fit the time per example step to weights and hidden units")
     args = parser.parse_args()
     d = load_uci(args.dataset, args.split, data_home=args.data_home)
 
@@ -119,6 +121,34 @@ def main():
             epochs *= 2
         else:
             print(f"MLPRegressor does not reach RMSE {target:.4f} within 1600 epochs")
+    if args.cost_model:
+        cost_model(d, args)
+
+
+def cost_model(d, args, n_rows=2048):
+    """Least-squares split of the time per example step into per-weight,
+    per-hidden-unit, per-layer and fixed costs (best of three one-epoch fits)."""
+    X, y = d.X_train[:n_rows], d.y_train[:n_rows]
+    archs = [(128,), (256,), (16, 112), (64, 64), (32, 32, 32, 32), (8,) * 16, (128, 128)]
+    rows, times = [], []
+    for hidden in archs:
+        sizes = [X.shape[1], *hidden, 1]
+        n_weights = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+        best = np.inf
+        for _ in range(3):
+            model = MessagePassingRegressor(
+                hidden, batch_size=args.batch_size, max_epochs=1, n_iter_per_batch=args.n_iter,
+                memory=args.memory, noise_std=0.4, random_state=0,
+            )
+            start = time.perf_counter()
+            model.fit(X, y)
+            best = min(best, time.perf_counter() - start)
+        rows.append([n_weights, sum(hidden), len(hidden), 1.0])
+        times.append(best / (len(X) * args.n_iter) * 1e6)
+        print(f"hidden {str(hidden):<52} weights {n_weights:6d}  {times[-1]:6.1f} us/step")
+    coef, *_ = np.linalg.lstsq(np.array(rows), np.array(times), rcond=None)
+    print(f"per weight {coef[0] * 1e3:.2f} ns, per hidden unit {coef[1] * 1e3:.0f} ns, "
+          f"per hidden layer {coef[2] * 1e3:.0f} ns, fixed {coef[3]:.2f} us")
 
 
 if __name__ == "__main__":
