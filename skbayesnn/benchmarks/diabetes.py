@@ -40,6 +40,12 @@ def available_estimators(random_state=0):
         scoring=neg_nlpd_scorer,
         cv=3,
     )
+    mp = GridSearchCV(
+        MessagePassingRegressor(random_state=random_state),
+        {"noise_std": [0.2, 0.4, 0.6, 0.8, 1.0]},
+        scoring=neg_nlpd_scorer,
+        cv=3,
+    )
     return [
         ("BayesianLinearRegressor", BayesianLinearRegressor()),
         ("TAGIRegressor (sigma_v by 3-fold CV)", _Searched(tagi)),
@@ -49,8 +55,9 @@ def available_estimators(random_state=0):
         # diabetes study (vbnn.md §14.4).
         ("VBNNRegressor (20,)", VBNNRegressor((20,), random_state=random_state)),
         # Message passing with the paper's UCI setting (2x64 LeakyReLU, batch 256,
-        # 3 iterations per batch, noise std 0.4 in standardised units).
-        ("MessagePassingRegressor", MessagePassingRegressor(random_state=random_state)),
+        # 3 iterations per batch); its fixed noise is a hyperparameter (§3.3)
+        # chosen as TAGI's (the paper's 0.4 is too small for these data).
+        ("MessagePassingRegressor (noise_std by 3-fold CV)", _Searched(mp)),
     ]
 
 
@@ -110,11 +117,11 @@ def run(random_state=0, test_size=0.2):
 
 def format_table(results):
     """Plain-text table of :func:`run`'s output."""
-    head = f"{'estimator':<36} {'RMSE':>8} {'NLPD':>8} {'cov95':>7} {'fit s':>8}"
+    head = f"{'estimator':<49} {'RMSE':>8} {'NLPD':>8} {'cov95':>7} {'fit s':>8}"
     lines = [head, "-" * len(head)]
     for name, r in results:
         lines.append(
-            f"{name:<36} {r['rmse']:>8.2f} {r['nlpd']:>8.3f} {r['coverage95']:>7.3f} "
+            f"{name:<49} {r['rmse']:>8.2f} {r['nlpd']:>8.3f} {r['coverage95']:>7.3f} "
             f"{r['fit_seconds']:>8.3f}"
         )
     return "\n".join(lines)
