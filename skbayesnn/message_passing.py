@@ -171,18 +171,20 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
     ----------"""
         + _COMMON_DOC
         + """    noise_std : float, default=0.4
-        Fixed observation noise ``beta`` in units of the standardised target
-        (the paper's UCI value; §3.3) of the training likelihood.  Not learned.
+        Fixed observation noise ``s`` of the training likelihood
+        ``N(y; f, s^2)``, in units of the standardised target (the paper's UCI
+        value; §3.3).  Not learned.
     predictive_noise_std : float or None, default=None
         ``beta`` of the predictive ``N(mu, sigma^2 + beta^2)``, standardised
-        units; None uses ``noise_std``.  Only prediction reads it, so it can be
-        set after ``fit`` (``set_params``) without refitting.  A value above
-        ``noise_std`` amounts to a tempered ("cold") likelihood,
-        ``N(y; f, noise_std^2) = N(y; f, beta^2)^(1/T)`` with
-        ``T = noise_std^2 / beta^2 < 1``: a small training noise fits the mean
-        more closely, but the factorised posterior's ``sigma^2`` is then too
-        small to cover the errors, and the larger ``beta`` restores the
-        calibration.  Choose ``noise_std`` for the accuracy of the mean and
+        units; None: ``beta = noise_std``.  Prediction reads it (and, when
+        None, ``noise_std``) at every call, so it can be set after ``fit``
+        (``set_params``) without refitting.  A value above ``noise_std`` amounts
+        to a tempered ("cold") likelihood: as a function of ``f``,
+        ``N(y; f, s^2)`` is proportional to ``N(y; f, beta^2)^(1/T)`` with
+        ``T = s^2 / beta^2 < 1``.  A small training noise fits the mean more
+        closely, but the factorised posterior's ``sigma^2`` is then too small
+        to cover the errors, and the larger ``beta`` restores the calibration.
+        Choose ``noise_std`` for the accuracy of the mean and
         ``predictive_noise_std`` for the log-likelihood, e.g. by
         cross-validation on the training part (``benchmarks/uci_mp.py
         --tune-predictive-noise``).
@@ -200,7 +202,8 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
     -----
     The predictive is ``N(mu, sigma^2 + beta^2)``: ``sigma^2`` from the weights
     (``epistemic_var`` of :meth:`predict_dist`) and ``beta^2`` the noise
-    (``aleatoric_var``).  ``partial_fit`` adds each call's rows as new batch
+    (``aleatoric_var``; ``beta`` is ``predictive_noise_std``, by default
+    ``noise_std``).  ``partial_fit`` adds each call's rows as new batch
     slots and visits them once; earlier slots are not revisited (their data
     are not stored), so no row is counted twice.
 

@@ -120,22 +120,22 @@ def test_predictive_noise_std_changes_only_the_aleatoric_part(rng):
     X = rng.normal(size=(120, 3))
     y = X @ np.array([1.0, -2.0, 0.5]) + 0.3 * rng.normal(size=120)
     params = dict(hidden_layer_sizes=(8,), max_epochs=4, batch_size=32, random_state=0)
-    cold = MessagePassingRegressor(noise_std=0.1, **params).fit(X, y)
+    plain = MessagePassingRegressor(noise_std=0.1, **params).fit(X, y)
     tempered = MessagePassingRegressor(noise_std=0.1, predictive_noise_std=0.5, **params).fit(X, y)
     post = network.posterior_moments
-    moments = zip(post(cold.state_), post(tempered.state_))
+    moments = zip(post(plain.state_), post(tempered.state_))
     for a, b in moments:
         for u, v in zip(a, b):
             np.testing.assert_array_equal(u, v)
-    d0, d1 = cold.predict_dist(X), tempered.predict_dist(X)
+    d0, d1 = plain.predict_dist(X), tempered.predict_dist(X)
     np.testing.assert_array_equal(d0.mean(), d1.mean())
     np.testing.assert_array_equal(d0.epistemic_var, d1.epistemic_var)
-    scale = cold.y_scaler_.scale_[0]
+    scale = plain.y_scaler_.scale_[0]
     np.testing.assert_allclose(d0.aleatoric_var, (0.1 * scale) ** 2, rtol=1e-12)
     np.testing.assert_allclose(d1.aleatoric_var, (0.5 * scale) ** 2, rtol=1e-12)
     # set after fit: no refit needed, and an invalid value is refused at prediction
-    cold.set_params(predictive_noise_std=0.5)
-    np.testing.assert_array_equal(cold.predict(X, return_std=True)[1], d1.std())
-    cold.set_params(predictive_noise_std=-0.5)
+    plain.set_params(predictive_noise_std=0.5)
+    np.testing.assert_array_equal(plain.predict(X, return_std=True)[1], d1.std())
+    plain.set_params(predictive_noise_std=-0.5)
     with pytest.raises(ValueError, match="predictive_noise_std"):
-        cold.predict_dist(X)
+        plain.predict_dist(X)
