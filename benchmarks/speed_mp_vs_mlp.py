@@ -51,9 +51,9 @@ def main():
     args = parser.parse_args()
     d = load_uci(args.dataset, args.split, data_home=args.data_home)
 
-    def ours(epochs):
+    def ours(epochs, hidden=(64, 64)):
         return MessagePassingRegressor(
-            (64, 64),
+            hidden,
             batch_size=args.batch_size,
             max_epochs=epochs,
             n_iter_per_batch=args.n_iter,
@@ -80,16 +80,9 @@ def main():
     times = {}
     rmse = {}
     for name, make in (("MessagePassingRegressor", ours), ("MLPRegressor", mlp)):
-        best = np.inf
-        for _ in range(args.repeats):
-            model = make(args.epochs)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                start = time.perf_counter()
-                model.fit(d.X_train, d.y_train)
-                best = min(best, time.perf_counter() - start)
-        times[name] = best
-        rmse[name] = float(np.sqrt(np.mean((model.predict(d.X_test) - d.y_test) ** 2)))
+        times[name], model = timed_fit(lambda: make(args.epochs), d.X_train, d.y_train,
+                                       args.repeats)
+        rmse[name] = rmse_on_test(model, d)
     n = d.X_train.shape[0]
     print(f"{args.dataset} split {args.split}: {n} training rows, {args.epochs} epochs, "
           f"hidden (64, 64); MP: batch {args.batch_size}, {args.n_iter} iterations/batch, "
@@ -106,13 +99,8 @@ def main():
         target = rmse["MessagePassingRegressor"]
         epochs = args.epochs
         while epochs <= 1600:
-            model = mlp(epochs)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                start = time.perf_counter()
-                model.fit(d.X_train, d.y_train)
-                seconds = time.perf_counter() - start
-            err = float(np.sqrt(np.mean((model.predict(d.X_test) - d.y_test) ** 2)))
+            seconds, model = timed_fit(lambda: mlp(epochs), d.X_train, d.y_train)
+            err = rmse_on_test(model, d)
             if err <= target:
                 print(f"MLPRegressor reaches RMSE {err:.4f} <= {target:.4f} at {epochs} epochs "
                       f"in {seconds:.2f} s: ratio ours/MLP at equal accuracy = "
@@ -122,29 +110,39 @@ def main():
         else:
             print(f"MLPRegressor does not reach RMSE {target:.4f} within 1600 epochs")
     if args.cost_model:
-        cost_model(d, args)
+        cost_model(ours, d, args.n_iter)
 
 
-def cost_model(d, args, n_rows=2048):
+def timed_fit(make, X, y, repeats=1):
+    """Best fit seconds of ``repeats`` fresh ``make()`` models, and the last model."""
+    best = np.inf
+    for _ in range(repeats):
+        model = make()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            start = time.perf_counter()
+            model.fit(X, y)
+            best = min(best, time.perf_counter() - start)
+    return best, model
+
+
+def rmse_on_test(model, d):
+    return float(np.sqrt(np.mean((model.predict(d.X_test) - d.y_test) ** 2)))
+
+
+def cost_model(ours, d, n_iter, n_rows=2048):
     """Least-squares split of the time per example step into per-weight,
-    per-hidden-unit, per-layer and fixed costs (best of three one-epoch fits)."""
+    per-hidden-unit, per-layer and fixed costs (best of three one-epoch fits of
+    ``ours(1, hidden)``)."""
     X, y = d.X_train[:n_rows], d.y_train[:n_rows]
     archs = [(128,), (256,), (16, 112), (64, 64), (32, 32, 32, 32), (8,) * 16, (128, 128)]
     rows, times = [], []
     for hidden in archs:
         sizes = [X.shape[1], *hidden, 1]
         n_weights = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
-        best = np.inf
-        for _ in range(3):
-            model = MessagePassingRegressor(
-                hidden, batch_size=args.batch_size, max_epochs=1, n_iter_per_batch=args.n_iter,
-                memory=args.memory, noise_std=0.4, random_state=0,
-            )
-            start = time.perf_counter()
-            model.fit(X, y)
-            best = min(best, time.perf_counter() - start)
+        best, _ = timed_fit(lambda: ours(1, hidden), X, y, repeats=3)
         rows.append([n_weights, sum(hidden), len(hidden), 1.0])
-        times.append(best / (len(X) * args.n_iter) * 1e6)
+        times.append(best / (len(X) * n_iter) * 1e6)
         print(f"hidden {str(hidden):<52} weights {n_weights:6d}  {times[-1]:6.1f} us/step")
     coef, *_ = np.linalg.lstsq(np.array(rows), np.array(times), rcond=None)
     print(f"per weight {coef[0] * 1e3:.2f} ns, per hidden unit {coef[1] * 1e3:.0f} ns, "
