@@ -15,7 +15,10 @@ time, §6); MLPRegressor its default batch of 200.  The Numba kernel is compiled
 (or loaded from its cache) by a one-epoch warm-up fit before timing.  Prints
 the fit times, the test RMSE of both, and the ratio ours / MLP.  With
 ``--match-rmse`` it then doubles MLPRegressor's epochs until its test RMSE is no
-worse than ours and prints the fit-time ratio at that equal accuracy.
+worse than ours and prints the fit-time ratio at that equal accuracy.  With
+``--cost-model`` it splits the time per example step into per-weight and
+per-hidden-unit costs and prints what each part alone costs per epoch of the
+(64, 64) network, as a multiple of MLPRegressor's epoch.
 """
 
 import argparse
@@ -110,7 +113,14 @@ def main():
         else:
             print(f"MLPRegressor does not reach RMSE {target:.4f} within 1600 epochs")
     if args.cost_model:
-        cost_model(ours, d, args.n_iter)
+        coef = cost_model(ours, d, args.n_iter)
+        # What each part alone costs per example and epoch of the timed (64, 64)
+        # network, in units of MLPRegressor's whole epoch per example.
+        mlp_us = times["MLPRegressor"] / (n * args.epochs) * 1e6
+        for part, count, c in (("weights", 4801, coef[0]), ("hidden units", 128, coef[1])):
+            print(f"{part} alone, {args.n_iter} iterations: {count * c * args.n_iter:.1f} us "
+                  f"per example and epoch = {count * c * args.n_iter / mlp_us:.1f} x "
+                  f"MLPRegressor's {mlp_us:.2f} us")
 
 
 def timed_fit(make, X, y, repeats=1):
@@ -133,7 +143,7 @@ def rmse_on_test(model, d):
 def cost_model(ours, d, n_iter, n_rows=2048):
     """Least-squares split of the time per example step into per-weight,
     per-hidden-unit, per-layer and fixed costs (best of three one-epoch fits of
-    ``ours(1, hidden)``)."""
+    ``ours(1, hidden)``); returns the four coefficients in microseconds."""
     X, y = d.X_train[:n_rows], d.y_train[:n_rows]
     archs = [(128,), (256,), (16, 112), (64, 64), (32, 32, 32, 32), (8,) * 16, (128, 128)]
     rows, times = [], []
@@ -147,6 +157,7 @@ def cost_model(ours, d, n_iter, n_rows=2048):
     coef, *_ = np.linalg.lstsq(np.array(rows), np.array(times), rcond=None)
     print(f"per weight {coef[0] * 1e3:.2f} ns, per hidden unit {coef[1] * 1e3:.0f} ns, "
           f"per hidden layer {coef[2] * 1e3:.0f} ns, fixed {coef[3]:.2f} us")
+    return coef
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import pytest
 from scipy import special as sp
 
 from skbayesnn import MessagePassingClassifier, MessagePassingRegressor
+from skbayesnn.core.gaussian import truncated_gaussian_moments
 from skbayesnn.inference.message_passing import kernel, network
 
 
@@ -94,6 +95,23 @@ def test_kernel_special_functions_match_scipy():
     np.testing.assert_allclose(ours, sp.log_ndtr(t), rtol=5e-14)
     np.testing.assert_allclose([kernel.ndtr(v) for v in t[-2000:]], sp.ndtr(t[-2000:]),
                                rtol=1e-15)
+
+
+def test_kernel_truncated_moments_match_the_array_function():
+    # The kernel's branch for t = mean/std > 0 shares one erfc between the mass and
+    # the inverse Mills ratio, and -1 < t <= 0 takes log Phi from the erfcx it
+    # needs anyway; both against the SciPy-based array function to a few ulp.
+    # (Below t = -1 the arithmetic is unchanged and ill-conditioned: t + lam cancels.)
+    t = np.concatenate([np.linspace(-1.0, 40.0, 20001), [-1e-300, 0.0, 1e-300, 1e3]])
+    var = np.full_like(t, 2.5)
+    mean = t * np.sqrt(var)
+    ours = np.array([kernel._trunc_moments(m, v) for m, v in zip(mean, var)])
+    ref = np.stack(truncated_gaussian_moments(mean, var), axis=1)
+    # log Phi(t) enters sums of O(1) log weights: an absolute tolerance (for t > 8
+    # it is below 1e-15 and both libm's and SciPy's tails err by ~1e-13 relative)
+    np.testing.assert_allclose(ours[:, 0], ref[:, 0], rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(ours[:, 1:], ref[:, 1:], rtol=1e-13, atol=0.0)
+    assert np.isnan(kernel._trunc_moments(np.nan, 1.0)).all()
 
 
 def test_use_kernel_true_refuses_other_schedules():

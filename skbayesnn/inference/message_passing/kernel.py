@@ -41,6 +41,7 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
+_INV_SQRT_2PI = 1.0 / _SQRT_2PI
 _TRUNC_ASYMPTOTIC = 50.0
 _TINY = np.finfo(np.float64).tiny
 _ROOT_BIG = math.sqrt(np.finfo(np.float64).max)
@@ -141,11 +142,18 @@ def _trunc_moments(mean, var):
     """``truncated_gaussian_moments``: log mass, mean, variance of N(mean, var) on x >= 0."""
     std = math.sqrt(var)
     t = mean / std
+    if t > 0.0:
+        # One erfc serves the mass and the ratio lam = phi(t)/Phi(t): the tail
+        # c = 2 Phi(-t) is accurate, Phi(t) = 1 - c/2 >= 1/2 has no cancellation.
+        c = math.erfc(t * _INV_SQRT_2)
+        lam = _INV_SQRT_2PI * math.exp(-0.5 * t * t) / (1.0 - 0.5 * c)
+        factor = min(max(1.0 - lam * (lam + t), _TINY), 1.0)
+        return math.log1p(-0.5 * c), std * (t + lam), var * factor
     t_d = max(t, -_TRUNC_ASYMPTOTIC - 1.0)
     e = erfcx(-t_d * _INV_SQRT_2)
     if t != t:
         log_mass = t
-    elif t > -1.0 or t < -_TRUNC_ASYMPTOTIC:
+    elif t < -_TRUNC_ASYMPTOTIC:
         log_mass = log_ndtr(t)
     else:  # log Phi(t) = log(erfcx(-t / sqrt 2) / 2) - t^2 / 2, sharing erfcx
         log_mass = math.log(0.5 * e) - 0.5 * t * t
