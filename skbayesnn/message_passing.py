@@ -119,13 +119,19 @@ class _MessagePassingMixin:
         return network.memory_bytes(sizes, n_batches, self.batch_size, self.memory)
 
 
-_COMMON_DOC = """
+# The parameters both estimators share, in three pieces so that each
+# docstring lists its parameters in the signature's order (numpydoc).
+_SIZES_DOC = """
     hidden_layer_sizes : int or tuple of int, default=(64, 64)
         Units of each hidden layer.
-    activation : {"leaky_relu", "relu"}, default="leaky_relu"
+"""
+
+_ACTIVATION_DOC = """    activation : {"leaky_relu", "relu"}, default="leaky_relu"
     negative_slope : float, default=0.1
         Slope of the LeakyReLU for negative inputs (the paper's 0.1).
-    prior_var : float or None, default=None
+"""
+
+_TRAINING_DOC = """    prior_var : float or None, default=None
         Prior variance of every weight; None uses the layer-wise formulas of
         message_passing.md §7 (``1.5 / d_in`` for the first layer).  Prior means
         are drawn from the spectral ``N(0, l^2)`` of §3.2 (``random_state``).
@@ -169,7 +175,8 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
 
     Parameters
     ----------"""
-        + _COMMON_DOC
+        + _SIZES_DOC
+        + _ACTIVATION_DOC
         + """    noise_std : float, default=0.4
         Fixed observation noise ``s`` of the training likelihood
         ``N(y; f, s^2)``, in units of the standardised target (the paper's UCI
@@ -188,7 +195,9 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         ``predictive_noise_std`` for the log-likelihood, e.g. by
         cross-validation on the training part (``benchmarks/uci_mp.py
         --tune-predictive-noise``).
-
+"""
+        + _TRAINING_DOC
+        + """
     Attributes
     ----------
     state_ : MPState
@@ -298,12 +307,14 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
 
     Parameters
     ----------"""
-        + _COMMON_DOC
+        + _SIZES_DOC
         + """    likelihood : {"argmax", "regression", "softmax"}, default="argmax"
         The training factor on the class logits (§3.3, §5.9-5.11): the argmax
         factor (AM-MP), Gaussian regression on one-hot targets (R-MP), or the
         softmax factor (numerical integration, slower).
-    noise_std : float, default=0.1
+"""
+        + _ACTIVATION_DOC
+        + """    noise_std : float, default=0.1
         ``beta`` of the one-hot regression factor (``likelihood="regression"``).
     regularize : bool, default=True
         Argmax only: multiply the messages by one-hot factors
@@ -316,7 +327,9 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         two hidden layers stops learning (digits: chance accuracy).  Any
         anchor stops the drift; ``False`` is kept for the paper's
         "augfree" variant and single-layer models.
-
+"""
+        + _TRAINING_DOC
+        + """
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
