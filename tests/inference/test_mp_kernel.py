@@ -13,7 +13,7 @@ import pytest
 from scipy import special as sp
 
 from skbayesnn import MessagePassingClassifier, MessagePassingRegressor
-from skbayesnn.core.gaussian import truncated_gaussian_moments
+from skbayesnn.core.gaussian import from_natural, min_precision, truncated_gaussian_moments
 from skbayesnn.inference.message_passing import kernel, network
 
 
@@ -112,6 +112,42 @@ def test_kernel_truncated_moments_match_the_array_function():
     np.testing.assert_allclose(ours[:, 0], ref[:, 0], rtol=1e-14, atol=1e-15)
     np.testing.assert_allclose(ours[:, 1:], ref[:, 1:], rtol=1e-13, atol=0.0)
     assert np.isnan(kernel._trunc_moments(np.nan, 1.0)).all()
+
+
+@pytest.mark.parametrize("per_example", [True, False])
+def test_kernel_weight_moments_keep_the_precision_floor(per_example):
+    # The compiled forward loops turn each weight's (cavity) marginal into
+    # moments with selects around one division; every class of precision (above
+    # and below the 1e-8 floor of §8 item 3, negative, zero) must give what
+    # from_natural(min_precision(.)) gives, and a layer's output moments follow.
+    rho = np.array([[2.0, 1e-9, -3.0, 0.0, 5e-9, 1e-8, 7.0]])
+    tau = np.array([[1.0, 1.0, 1.0, 2.0, -0.5, 0.5, -3.5]])
+    msg_t = np.zeros((1,) + tau.shape)
+    msg_r = np.zeros((1,) + tau.shape)
+    if per_example:  # the cavity is the marginal without the example's message
+        msg_t[0] = 0.25
+        msg_r[0] = 0.5
+    q_t, q_r = tau + msg_t[0], rho + msg_r[0]
+    ref_m, ref_v = from_natural(*min_precision(q_t - msg_t[0], q_r - msg_r[0]))
+    x = np.linspace(-1.0, 2.0, tau.shape[1])
+    wm, wv = np.empty_like(tau), np.empty_like(tau)
+    zm, zv = np.empty(1), np.empty(1)
+    zeros = np.zeros(1)
+    kernel._first_forward(q_t, q_r, zeros, np.ones(1), msg_t, msg_r,
+                          np.zeros((1, 1)), np.zeros((1, 1)), 0, per_example, x, wm, wv,
+                          np.empty(1), np.empty(1), zm, zv)
+    np.testing.assert_allclose(wm, ref_m, rtol=1e-15)
+    np.testing.assert_allclose(wv, ref_v, rtol=1e-15)
+    np.testing.assert_allclose(zm, ref_m @ x, rtol=1e-14)
+    np.testing.assert_allclose(zv, ref_v @ x**2 + 1.0, rtol=1e-14)
+    xv = np.full_like(x, 0.5)
+    kernel._hidden_forward(tau, rho, zeros, np.ones(1), np.zeros((1, 1)), np.zeros((1, 1)), 0,
+                           False, x, xv, wm, wv, np.empty(1), np.empty(1), zm, zv)
+    ref_m, ref_v = from_natural(*min_precision(tau, rho))
+    np.testing.assert_allclose(wm, ref_m, rtol=1e-15)
+    np.testing.assert_allclose(wv, ref_v, rtol=1e-15)
+    np.testing.assert_allclose(zv, x**2 @ ref_v[0] + xv @ (ref_m[0] ** 2 + ref_v[0]) + 1.0,
+                               rtol=1e-14)
 
 
 def test_use_kernel_true_refuses_other_schedules():

@@ -46,6 +46,9 @@ _TRUNC_ASYMPTOTIC = 50.0
 _TINY = np.finfo(np.float64).tiny
 _ROOT_BIG = math.sqrt(np.finfo(np.float64).max)
 _LOG2 = math.log(2.0)
+# The weight loops: reassociated sums and fused multiply-adds let LLVM vectorise
+# them; no flag that assumes finite values (the guards test for inf and NaN).
+_LOOP_MATH = {"reassoc", "contract"}
 
 
 # ----------------------------------------------------------------------------
@@ -518,7 +521,7 @@ def _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, per_example, b_m, b_v):
         b_m[j], b_v[j] = _moments(tb, rb)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH)
 def _first_forward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, x, wm, wv,
                    b_m, b_v, zm, zv):
     """Forward message of the first layer from the example's cavities (§5.4)."""
@@ -535,11 +538,10 @@ def _first_forward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, x
             if per_example:
                 tw -= mt_j[k]
                 rw -= mr_j[k]
-            if rw < _EPS:
-                mu, var = _moments(tw, rw)
-            else:
-                var = 1.0 / rw
-                mu = tw * var
+            # _moments (the §8 floor) as selects around one division: vectorisable
+            inv = 1.0 / rw
+            var = 1.0 / _EPS if rw < _EPS else inv
+            mu = tw * inv if rw != 0.0 else 0.0
             wm_j[k] = mu
             wv_j[k] = var
             acc_m += mu * x[k]
@@ -548,7 +550,7 @@ def _first_forward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, x
         zv[j] = acc_v + b_v[j]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH)
 def _hidden_forward(qt, qr, q_tb, q_rb, msg_tb, msg_rb, m, per_example, xm, xv, wm, wv,
                     b_m, b_v, zm, zv):
     """Forward message of the inner-product factor, VMP on the weight marginals (§5.3)."""
@@ -560,11 +562,10 @@ def _hidden_forward(qt, qr, q_tb, q_rb, msg_tb, msg_rb, m, per_example, xm, xv, 
         acc_v = 0.0
         for k in range(d_in):
             rw = qr_j[k]
-            if rw < _EPS:
-                mu, var = _moments(qt_j[k], rw)
-            else:
-                var = 1.0 / rw
-                mu = qt_j[k] * var
+            # _moments (the §8 floor) as selects around one division: vectorisable
+            inv = 1.0 / rw
+            var = 1.0 / _EPS if rw < _EPS else inv
+            mu = qt_j[k] * inv if rw != 0.0 else 0.0
             wm_j[k] = mu
             wv_j[k] = var
             acc_m += xm[k] * mu
@@ -573,7 +574,7 @@ def _hidden_forward(qt, qr, q_tb, q_rb, msg_tb, msg_rb, m, per_example, xm, xv, 
         zv[j] = acc_v + b_v[j]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH)
 def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, bias, xm, xv,
                      wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br):
     """Messages of the inner-product factor to weights, biases and inputs (§5.3).
@@ -627,7 +628,7 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example,
         bt[k], br[k] = _min_precision(bt[k], br[k])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH)
 def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, bias, x, wm, wv,
                     b_m, b_v, zm, zv, tau_z, rho_z):
     """Exact weighted-sum messages of the first layer to its weights and biases (§5.4)."""
