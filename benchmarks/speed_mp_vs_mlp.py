@@ -117,7 +117,8 @@ def main():
         # What each part alone costs per example and epoch of the timed (64, 64)
         # network, in units of MLPRegressor's whole epoch per example.
         mlp_us = times["MLPRegressor"] / (n * args.epochs) * 1e6
-        for part, count, c in (("weights", 4801, coef[0]), ("hidden units", 128, coef[1])):
+        n_weights = (d.X_train.shape[1] + 1) * 64 + 65 * 64 + 65
+        for part, count, c in (("weights", n_weights, coef[0]), ("hidden units", 128, coef[1])):
             print(f"{part} alone, {args.n_iter} iterations: {count * c * args.n_iter:.1f} us "
                   f"per example and epoch = {count * c * args.n_iter / mlp_us:.1f} x "
                   f"MLPRegressor's {mlp_us:.2f} us")

@@ -46,8 +46,8 @@ _TRUNC_ASYMPTOTIC = 50.0
 _TINY = np.finfo(np.float64).tiny
 _ROOT_BIG = math.sqrt(np.finfo(np.float64).max)
 _LOG2 = math.log(2.0)
-# The weight loops: reassociated sums and fused multiply-adds let LLVM vectorise
-# them; no flag that assumes finite values (the guards test for inf and NaN).
+# The forward weight loops (_row_forward): reassociated sums and fused
+# multiply-adds let LLVM vectorise them; no flag that assumes finite values.
 _LOOP_MATH = {"reassoc", "contract"}
 
 
@@ -522,59 +522,57 @@ def _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, per_example, b_m, b_v):
 
 
 @njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH)
-def _first_forward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, x, wm, wv,
+def _row_forward(tau, rho, msg_t, msg_r, cavity, xm, xv, wm, wv):
+    """One output's weights: their moments (of the cavity without the example's
+    messages when ``cavity``) into ``wm``, ``wv``, and the mean and variance of
+    their inner product with inputs of moments ``xm``, ``xv`` (§5.3, §5.4).
+
+    ``_moments`` (the §8 floor) written as selects, with no call, so that the
+    loop vectorises; the reassociated sums need ``_LOOP_MATH``, which Numba
+    would also hand to any helper compiled from here: hence none is called.
+    """
+    acc_m = 0.0
+    acc_v = 0.0
+    for k in range(tau.shape[0]):
+        tw = tau[k]
+        rw = rho[k]
+        if cavity:
+            tw -= msg_t[k]
+            rw -= msg_r[k]
+        var = 1.0 / _EPS if rw < _EPS else 1.0 / rw
+        mu = tw / rw if rw != 0.0 else 0.0
+        wm[k] = mu
+        wv[k] = var
+        acc_m += xm[k] * mu
+        acc_v += (xm[k] * xm[k]) * var + xv[k] * (mu * mu + var)
+    return acc_m, acc_v
+
+
+@njit(cache=True, error_model="numpy")
+def _first_forward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, x, x_var, wm, wv,
                    b_m, b_v, zm, zv):
-    """Forward message of the first layer from the example's cavities (§5.4)."""
+    """Forward message of the first layer from the example's cavities (§5.4);
+    ``x_var`` is zero (observed inputs)."""
     _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, per_example, b_m, b_v)
-    d_out, d_in = qt.shape
-    for j in range(d_out):
-        qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
-        mt_j, mr_j = mt[m, j], mr[m, j]
-        acc_m = 0.0
-        acc_v = 0.0
-        for k in range(d_in):
-            tw = qt_j[k]
-            rw = qr_j[k]
-            if per_example:
-                tw -= mt_j[k]
-                rw -= mr_j[k]
-            # _moments (the §8 floor) as selects around one division: vectorisable
-            inv = 1.0 / rw
-            var = 1.0 / _EPS if rw < _EPS else inv
-            mu = tw * inv if rw != 0.0 else 0.0
-            wm_j[k] = mu
-            wv_j[k] = var
-            acc_m += mu * x[k]
-            acc_v += var * (x[k] * x[k])
+    for j in range(qt.shape[0]):
+        acc_m, acc_v = _row_forward(qt[j], qr[j], mt[m, j], mr[m, j], per_example, x, x_var,
+                                    wm[j], wv[j])
         zm[j] = acc_m + b_m[j]
         zv[j] = acc_v + b_v[j]
 
 
-@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH)
+@njit(cache=True, error_model="numpy")
 def _hidden_forward(qt, qr, q_tb, q_rb, msg_tb, msg_rb, m, per_example, xm, xv, wm, wv,
                     b_m, b_v, zm, zv):
     """Forward message of the inner-product factor, VMP on the weight marginals (§5.3)."""
     _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, per_example, b_m, b_v)
-    d_out, d_in = qt.shape
-    for j in range(d_out):
-        qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
-        acc_m = 0.0
-        acc_v = 0.0
-        for k in range(d_in):
-            rw = qr_j[k]
-            # _moments (the §8 floor) as selects around one division: vectorisable
-            inv = 1.0 / rw
-            var = 1.0 / _EPS if rw < _EPS else inv
-            mu = qt_j[k] * inv if rw != 0.0 else 0.0
-            wm_j[k] = mu
-            wv_j[k] = var
-            acc_m += xm[k] * mu
-            acc_v += (xm[k] * xm[k]) * var + xv[k] * (mu * mu + var)
+    for j in range(qt.shape[0]):
+        acc_m, acc_v = _row_forward(qt[j], qr[j], qt[j], qr[j], False, xm, xv, wm[j], wv[j])
         zm[j] = acc_m + b_m[j]
         zv[j] = acc_v + b_v[j]
 
 
-@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH)
+@njit(cache=True, error_model="numpy")
 def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, bias, xm, xv,
                      wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br):
     """Messages of the inner-product factor to weights, biases and inputs (§5.3).
@@ -628,7 +626,7 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example,
         bt[k], br[k] = _min_precision(bt[k], br[k])
 
 
-@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH)
+@njit(cache=True, error_model="numpy")
 def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, per_example, bias, x, wm, wv,
                     b_m, b_v, zm, zv, tau_z, rho_z):
     """Exact weighted-sum messages of the first layer to its weights and biases (§5.4)."""
@@ -742,6 +740,7 @@ def visit_kernel(
     width_max = 1
     for layer in range(n_layers):
         width_max = max(width_max, cav_tw[layer].shape[0], cav_tw[layer].shape[1])
+    x_obs_var = np.zeros(X.shape[1])  # observed inputs have no variance
     tau_z = np.empty(width_max)  # message into the current layer's outputs
     rho_z = np.empty(width_max)
     for it in range(n_iter):
@@ -760,8 +759,8 @@ def visit_kernel(
             m = i if per_example else 0
             # ---- forward: first layer, EP cavities of the example (§5.4)
             _first_forward(q_tw[0], q_rw[0], q_tb[0], q_rb[0], msg_tw[0], msg_rw[0],
-                           msg_tb[0], msg_rb[0], m, per_example, X[i], w_m[0], w_v[0],
-                           b_m[0], b_v[0], z_m[0], z_v[0])
+                           msg_tb[0], msg_rb[0], m, per_example, X[i], x_obs_var, w_m[0],
+                           w_v[0], b_m[0], b_v[0], z_m[0], z_v[0])
             # ---- forward: hidden layers (§5.6 (b), §5.3)
             for layer in range(1, n_layers):
                 bt = back_t[layer - 1][i]
