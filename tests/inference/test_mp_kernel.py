@@ -117,43 +117,39 @@ def test_kernel_truncated_moments_match_the_array_function():
     assert np.isnan(kernel._trunc_moments(np.nan, 1.0)).all()
 
 
-@pytest.mark.parametrize("per_example", [True, False])
-def test_kernel_weight_moments_keep_the_precision_floor(per_example):
-    # The compiled forward loops (_row_forward) turn each weight's (cavity)
-    # marginal into moments with selects instead of calling _moments; every class
-    # of precision (above and below the 1e-8 floor of §8 item 3, negative, zero,
-    # subnormal) must give what from_natural(min_precision(.)) gives, and a
-    # layer's output moments follow.  70 weights a row: the vectorised body of
-    # the loop runs as well as its scalar remainder.
-    rho = np.tile([2.0, 1e-9, -3.0, 0.0, 5e-9, 1e-8, 7.0, 1e-310, 5e-324, -1e-310], 7)[None]
-    tau = np.tile([1.0, 1.0, 1.0, 2.0, -0.5, 0.5, -3.5, 1e-310, 0.0, 1e-300], 7)[None]
-    msg_t = np.zeros((1,) + tau.shape)
-    msg_r = np.zeros((1,) + tau.shape)
-    if per_example:  # the cavity is the marginal without the example's message
-        msg_t[0] = 0.25
-        msg_r[0] = 0.5
-    q_t, q_r = tau + msg_t[0], rho + msg_r[0]
-    ref_m, ref_v = from_natural(*min_precision(q_t - msg_t[0], q_r - msg_r[0]))
-    x = np.linspace(-1.0, 2.0, tau.shape[1])
-    wm, wv = np.empty_like(tau), np.empty_like(tau)
-    zm, zv = np.empty(1), np.empty(1)
-    zeros = np.zeros(1)
-    kernel._first_forward(q_t, q_r, zeros, np.ones(1), msg_t, msg_r,
-                          np.zeros((1, 1)), np.zeros((1, 1)), 0, per_example, x, np.zeros_like(x),
-                          wm, wv,
-                          np.empty(1), np.empty(1), zm, zv)
-    np.testing.assert_allclose(wm, ref_m, rtol=1e-15)
+@pytest.mark.parametrize("cavity", [True, False])
+def test_kernel_weight_moments_keep_the_precision_floor(cavity):
+    # The compiled forward loop (_forward_layer) turns each weight's cavity (first
+    # layer) or marginal (hidden layers) into moments with selects around one
+    # division instead of calling _moments; every class of precision (above and
+    # below the 1e-8 floor of §8 item 3, negative, zero, subnormal) must give
+    # what from_natural(min_precision(.)) gives, and the layer's output moments
+    # follow.  70 weights a row: the loop's vectorised body runs as well as its
+    # scalar remainder.
+    rho = np.tile([2.0, 1e-9, -3.0, 0.0, 5e-9, 1e-8, 7.0, 1e-310, 5e-324, -1e-310], 7)
+    tau = np.tile([1.0, 1.0, 1.0, 2.0, -0.5, 0.5, -3.5, 1e-310, 0.0, 1e-300], 7)
+    # two outputs; the example's messages (used only with a cavity) at m = 1
+    q_t, q_r = np.stack([tau, -2.0 * tau]), np.stack([rho, 3.0 * rho])
+    msg_t = np.zeros((2,) + q_t.shape)
+    msg_r = np.zeros((2,) + q_t.shape)
+    msg_t[1], msg_r[1] = 0.25, 0.5
+    if cavity:
+        q_t, q_r = q_t + msg_t[1], q_r + msg_r[1]
+        ref_m, ref_v = from_natural(*min_precision(q_t - msg_t[1], q_r - msg_r[1]))
+    else:
+        ref_m, ref_v = from_natural(*min_precision(q_t, q_r))
+    xm = np.linspace(-1.0, 2.0, tau.size)
+    xv = np.zeros_like(xm) if cavity else np.full_like(xm, 0.5)  # observed / hidden inputs
+    b_m, b_v = np.array([0.5, -1.0]), np.array([1.0, 2.0])
+    wm, wv = np.empty_like(q_t), np.empty_like(q_t)
+    zm, zv = np.empty(2), np.empty(2)
+    kernel._forward_layer(q_t, q_r, msg_t, msg_r, 1, cavity, xm, xv, wm, wv, b_m, b_v, zm, zv)
+    # (atol: a subnormal mean, e.g. -1e-310 / -3, keeps more digits here than in
+    # min_precision's mean * 1e-8 / 1e-8)
+    np.testing.assert_allclose(wm, ref_m, rtol=1e-15, atol=1e-300)
     np.testing.assert_allclose(wv, ref_v, rtol=1e-15)
-    np.testing.assert_allclose(zm, ref_m @ x, rtol=1e-14)
-    np.testing.assert_allclose(zv, ref_v @ x**2 + 1.0, rtol=1e-14)
-    xv = np.full_like(x, 0.5)
-    kernel._hidden_forward(tau, rho, zeros, np.ones(1), np.zeros((1, 1)), np.zeros((1, 1)), 0,
-                           False, x, xv, wm, wv, np.empty(1), np.empty(1), zm, zv)
-    ref_m, ref_v = from_natural(*min_precision(tau, rho))
-    np.testing.assert_allclose(wm, ref_m, rtol=1e-15)
-    np.testing.assert_allclose(wv, ref_v, rtol=1e-15)
-    np.testing.assert_allclose(zv, x**2 @ ref_v[0] + xv @ (ref_m[0] ** 2 + ref_v[0]) + 1.0,
-                               rtol=1e-14)
+    np.testing.assert_allclose(zm, ref_m @ xm + b_m, rtol=1e-14)
+    np.testing.assert_allclose(zv, ref_v @ xm**2 + (ref_m**2 + ref_v) @ xv + b_v, rtol=1e-14)
 
 
 def test_use_kernel_true_refuses_other_schedules():
