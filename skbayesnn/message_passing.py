@@ -127,6 +127,8 @@ _SIZES_DOC = """
 """
 
 _ACTIVATION_DOC = """    activation : {"leaky_relu", "relu"}, default="leaky_relu"
+        Hidden units' activation, with the messages of §5.6; ``"relu"`` is
+        the LeakyReLU with ``negative_slope`` 0.
     negative_slope : float, default=0.1
         Slope of the LeakyReLU for negative inputs (the paper's 0.1).
 """
@@ -161,9 +163,12 @@ _TRAINING_DOC = """    prior_var : float or None, default=None
         its training range, close to the paper's one global scale for all pixels
         (message_passing.md §10); None is plain per-column standardisation.
     device : {"cpu", "cuda", "auto"}, default="cpu"
+        Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
+        (an error when CuPy or a GPU is missing), or the GPU when there is one.
     random_state : int, RandomState instance or None, default=None
         Seeds the prior means, the batches and the example order.
     verbose : int, default=0
+        Progress on stdout: 1 a summary after fitting, 2 also a line per epoch.
 """
 
 

@@ -86,9 +86,12 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         ``max_epochs`` epochs, the reference's ``re_train``), keeping the
         standardisation learned by the first fit.
     device : {"cpu", "cuda", "auto"}, default="cpu"
+        Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
+        (an error when CuPy or a GPU is missing), or the GPU when there is one.
     random_state : int, RandomState instance or None, default=None
         Seeds the initial weight means and the shuffling.
     verbose : int, default=0
+        Progress on stdout: 1 a summary after fitting, 2 also a line per epoch.
 
     Attributes
     ----------

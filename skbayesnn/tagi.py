@@ -169,9 +169,12 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         With early stopping, stop after this many epochs without a better
         validation log-likelihood.
     device : {"cpu", "cuda", "auto"}, default="cpu"
+        Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
+        (an error when CuPy or a GPU is missing), or the GPU when there is one.
     random_state : int, RandomState instance or None, default=None
         Seeds the prior means and the shuffling.
     verbose : int, default=0
+        Progress on stdout: 1 a summary after fitting, 2 also a line per epoch.
 
     Attributes
     ----------
@@ -320,8 +323,11 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     n_iter_no_change : int, default=10
         As in :class:`TAGIRegressor`.
     device : {"cpu", "cuda", "auto"}, default="cpu"
+        Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
+        (an error when CuPy or a GPU is missing), or the GPU when there is one.
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
+        Progress on stdout: 1 a summary after fitting, 2 also a line per epoch.
 
     Attributes
     ----------

@@ -97,8 +97,11 @@ class VBNNRegressor(BaseBayesianRegressor):
     n_jobs : int or None, default=None
         Parallel restarts (joblib).
     device : {"cpu", "cuda", "auto"}, default="cpu"
+        Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
+        (an error when CuPy or a GPU is missing), or the GPU when there is one.
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
+        Progress on stdout: a summary of the restarts after fitting when positive.
 
     Attributes
     ----------
