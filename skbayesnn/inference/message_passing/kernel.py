@@ -792,6 +792,7 @@ def visit_kernel(
             _first_backward(q_tw[0], q_rw[0], q_tb[0], q_rb[0], msg_tw[0], msg_rw[0],
                             msg_tb[0], msg_rb[0], m, per_example, bias, X[i], w_m[0], w_v[0],
                             b_m[0], b_v[0], z_m[0], z_v[0], tau_z, rho_z)
-        _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
-                   msg_tw, msg_rw, msg_tb, msg_rb)
+        if it < n_iter - 1:  # the last marginals are not read: the visit commits messages
+            _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
+                       msg_tw, msg_rw, msg_tb, msg_rb)
     return n_fallback

@@ -507,7 +507,8 @@ def train_batch(
             idx = order[start : start + chunk_size]
             idx_x = xp.asarray(idx) if xp is not np else idx
             active.step(X[idx_x], target[idx_x], idx_x, output)
-        active.recompute()
+        if it < n_iter - 1:  # the last marginals are not read: the visit commits messages
+            active.recompute()
     _commit(state, active, rate)
 
 
