@@ -34,6 +34,9 @@ from sklearn.preprocessing import StandardScaler
 
 from skbayesnn import MessagePassingRegressor
 from skbayesnn.datasets import load_uci
+from skbayesnn.inference.message_passing.network import n_parameters
+
+HIDDEN = (64, 64)  # both models' hidden layers
 
 
 def main():
@@ -54,7 +57,7 @@ def main():
     args = parser.parse_args()
     d = load_uci(args.dataset, args.split, data_home=args.data_home)
 
-    def ours(epochs, hidden=(64, 64)):
+    def ours(epochs, hidden=HIDDEN):
         return MessagePassingRegressor(
             hidden,
             batch_size=args.batch_size,
@@ -70,7 +73,7 @@ def main():
         return make_pipeline(
             StandardScaler(),
             MLPRegressor(
-                hidden_layer_sizes=(64, 64),
+                hidden_layer_sizes=HIDDEN,
                 solver="adam",
                 max_iter=epochs,
                 tol=0.0,
@@ -88,7 +91,7 @@ def main():
         rmse[name] = rmse_on_test(model, d)
     n = d.X_train.shape[0]
     print(f"{args.dataset} split {args.split}: {n} training rows, {args.epochs} epochs, "
-          f"hidden (64, 64); MP: batch {args.batch_size}, {args.n_iter} iterations/batch, "
+          f"hidden {HIDDEN}; MP: batch {args.batch_size}, {args.n_iter} iterations/batch, "
           f"{args.memory}")
     for name in times:
         print(f"{name:<24} fit {times[name]:8.2f} s  ({times[name] / args.epochs * 1e3:8.1f} "
@@ -114,11 +117,12 @@ def main():
             print(f"MLPRegressor does not reach RMSE {target:.4f} within 1600 epochs")
     if args.cost_model:
         coef = cost_model(ours, d, args.n_iter)
-        # What each part alone costs per example and epoch of the timed (64, 64)
+        # What each part alone costs per example and epoch of the timed HIDDEN
         # network, in units of MLPRegressor's whole epoch per example.
         mlp_us = times["MLPRegressor"] / (n * args.epochs) * 1e6
-        n_weights = (d.X_train.shape[1] + 1) * 64 + 65 * 64 + 65
-        for part, count, c in (("weights", n_weights, coef[0]), ("hidden units", 128, coef[1])):
+        n_weights = n_parameters([d.X_train.shape[1], *HIDDEN, 1])
+        for part, count, c in (("weights", n_weights, coef[0]),
+                               ("hidden units", sum(HIDDEN), coef[1])):
             print(f"{part} alone, {args.n_iter} iterations: {count * c * args.n_iter:.1f} us "
                   f"per example and epoch = {count * c * args.n_iter / mlp_us:.1f} x "
                   f"MLPRegressor's {mlp_us:.2f} us")
@@ -149,8 +153,7 @@ def cost_model(ours, d, n_iter, n_rows=2048):
     archs = [(128,), (256,), (16, 112), (64, 64), (32, 32, 32, 32), (8,) * 16, (128, 128)]
     rows, times = [], []
     for hidden in archs:
-        sizes = [X.shape[1], *hidden, 1]
-        n_weights = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+        n_weights = n_parameters([X.shape[1], *hidden, 1])
         best, _ = timed_fit(lambda: ours(1, hidden), X, y, repeats=3)
         rows.append([n_weights, sum(hidden), len(hidden), 1.0])
         times.append(best / (len(X) * n_iter) * 1e6)

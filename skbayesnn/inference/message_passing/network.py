@@ -46,6 +46,7 @@ __all__ = [
     "MPState",
     "init_state",
     "prior_variances",
+    "n_parameters",
     "memory_bytes",
     "ema_rate",
     "recompute_posterior",
@@ -77,9 +78,14 @@ def prior_variances(sizes, target=1.5):
     return out
 
 
+def n_parameters(sizes):
+    """Weights and biases of a fully connected network with layer ``sizes``."""
+    return sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+
+
 def memory_bytes(sizes, n_batches, batch_size, memory="per_example"):
     """Bytes of message storage (module docstring formula) for layer ``sizes``."""
-    p = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+    p = n_parameters(sizes)
     h = sum(sizes[1:-1])
     extra = batch_size + 3 if memory == "per_example" else 4
     return 16 * (p * (n_batches + extra) + batch_size * h)
