@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -97,6 +97,21 @@ class _BayesianEstimatorMixin:
     #: pickling copies them to the host and loading moves them back (if a GPU is
     #: there), so a GPU-fitted model loads anywhere.
     _device_attributes: tuple = ()
+
+    def _prediction_param(self, name):
+        """Parameter ``name`` for prediction, checked against its constraints.
+
+        Prediction reads some parameters (noise levels, link scales) at every
+        call, so they may have been set after ``fit``, where ``_validate_params``
+        did not see them; an invalid one raises instead of giving a wrong
+        predictive.
+        """
+        value = getattr(self, name)
+        validate_parameter_constraints(
+            {name: self._parameter_constraints[name]}, {name: value},
+            caller_name=type(self).__name__,
+        )
+        return value
 
     def _log(self, message, level=1):
         if self.verbose >= level:

@@ -13,11 +13,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils._param_validation import (
-    Interval,
-    StrOptions,
-    validate_parameter_constraints,
-)
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .base import (
     BaseBayesianClassifier,
@@ -190,7 +186,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         ``beta`` of the predictive ``N(mu, sigma^2 + beta^2)``, standardised
         units; None: ``beta = noise_std``.  Prediction reads it (and, when
         None, ``noise_std``) at every call, so it can be set after ``fit``
-        (``set_params``) without refitting.  A value above ``noise_std`` amounts
+        (``set_params``) without refitting; an invalid value raises there.  A value above ``noise_std`` amounts
         to a tempered ("cold") likelihood: as a function of ``f``,
         ``N(y; f, s^2)`` is proportional to ``N(y; f, beta^2)^(1/T)`` with
         ``T = s^2 / beta^2 < 1``.  A small training noise fits the mean more
@@ -294,15 +290,8 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
 
     def _predict_moments_scaled(self, X, xp):
         mean, var = network.predict_moments(self.state_, X)
-        beta = self.noise_std
-        if self.predictive_noise_std is not None:
-            # may have been set after fit, where _validate_params did not see it
-            validate_parameter_constraints(
-                {"predictive_noise_std": self._parameter_constraints["predictive_noise_std"]},
-                {"predictive_noise_std": self.predictive_noise_std},
-                caller_name=type(self).__name__,
-            )
-            beta = self.predictive_noise_std
+        name = "noise_std" if self.predictive_noise_std is None else "predictive_noise_std"
+        beta = self._prediction_param(name)
         return likelihood.regression_predict(mean, var, float(beta) ** 2)
 
 
@@ -424,5 +413,5 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         if self.likelihood == "softmax":
             return likelihood.softmax_proba(mean, var)
         if self.likelihood == "regression":
-            var = var + float(self.noise_std) ** 2
+            var = var + float(self._prediction_param("noise_std")) ** 2
         return likelihood.argmax_proba(mean, var)

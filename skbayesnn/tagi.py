@@ -270,7 +270,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
 
     def _predict_moments_scaled(self, X, xp):
         z_mean, z_var = tagi.forward(self.posterior_, X)
-        return z_mean, z_var, xp.full(z_mean.shape, float(self.sigma_v) ** 2)
+        return z_mean, z_var, xp.full(z_mean.shape, float(self._prediction_param("sigma_v")) ** 2)
 
 
 class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
@@ -426,5 +426,5 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     def _predict_proba_scaled(self, X, xp):
         z_mean, z_var = tagi.forward(self.posterior_, X)
         if self.proba_noise:  # Eq. 24 on the noisy outputs, as the reference code
-            z_var = z_var + float(self.sigma_v) ** 2
-        return self.tree_.proba(z_mean, z_var, self.alpha)
+            z_var = z_var + float(self._prediction_param("sigma_v")) ** 2
+        return self.tree_.proba(z_mean, z_var, self._prediction_param("alpha"))

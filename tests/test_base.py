@@ -2,12 +2,19 @@
 
 import numpy as np
 import pytest
+from sklearn.base import is_classifier
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skbayesnn import BayesianLinearRegressor
+from skbayesnn import (
+    BayesianLinearRegressor,
+    MessagePassingClassifier,
+    MessagePassingRegressor,
+    TAGIClassifier,
+    TAGIRegressor,
+)
 from skbayesnn import _backend
 from skbayesnn.metrics import neg_nlpd_scorer
 
@@ -187,3 +194,43 @@ def test_max_abs_z_bounds_the_scaled_training_inputs(rng, estimator):
         assert np.abs(Z[:, 2]).max() > 0.9 * c  # the spike sits at the bound
     with pytest.raises(ValueError, match="max_abs_z"):
         estimator(max_abs_z=0.0, **params).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "make, param",
+    [
+        (lambda: TAGIRegressor(hidden_layer_sizes=(4,), max_epochs=1), "sigma_v"),
+        (lambda: TAGIClassifier(hidden_layer_sizes=(4,), max_epochs=1), "sigma_v"),
+        (lambda: TAGIClassifier(hidden_layer_sizes=(4,), max_epochs=1), "alpha"),
+        (lambda: MessagePassingRegressor((4,), max_epochs=1, batch_size=16), "noise_std"),
+        (
+            lambda: MessagePassingRegressor(
+                (4,), max_epochs=1, batch_size=16, predictive_noise_std=0.3
+            ),
+            "predictive_noise_std",
+        ),
+        (
+            lambda: MessagePassingClassifier(
+                (4,), likelihood="regression", max_epochs=1, batch_size=16
+            ),
+            "noise_std",
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_parameters_read_at_prediction_are_checked_there(rng, make, param):
+    # Prediction reads these at every call; set to an invalid value after fit, they
+    # must raise rather than give a predictive from, e.g., (-s)^2 = s^2.
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] - X[:, 1]
+    model = make()
+    if is_classifier(model):
+        y = (y > 0).astype(int)
+    model.fit(X, y)
+    predict = model.predict_proba if is_classifier(model) else model.predict
+    good = predict(X)
+    model.set_params(**{param: -getattr(model, param)})
+    with pytest.raises(ValueError, match=param):
+        predict(X)
+    model.set_params(**{param: -getattr(model, param)})
+    np.testing.assert_array_equal(predict(X), good)
