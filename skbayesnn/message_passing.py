@@ -186,8 +186,9 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         ``beta`` of the predictive ``N(mu, sigma^2 + beta^2)``, standardised
         units; None: ``beta = noise_std``.  Prediction reads it (and, when
         None, ``noise_std``) at every call, so it can be set after ``fit``
-        (``set_params``) without refitting; an invalid value raises there.  A value above ``noise_std`` amounts
-        to a tempered ("cold") likelihood: as a function of ``f``,
+        (``set_params``) without refitting; an invalid value raises there.
+        A value above ``noise_std`` amounts to a tempered ("cold")
+        likelihood: as a function of ``f``,
         ``N(y; f, s^2)`` is proportional to ``N(y; f, beta^2)^(1/T)`` with
         ``T = s^2 / beta^2 < 1``.  A small training noise fits the mean more
         closely, but the factorised posterior's ``sigma^2`` is then too small

@@ -117,6 +117,56 @@ def test_kernel_truncated_moments_match_the_array_function():
     assert np.isnan(kernel._trunc_moments(np.nan, 1.0)).all()
 
 
+@pytest.mark.parametrize("alpha", [0.0, 0.1])
+def test_kernel_leaky_relu_messages_match_the_array_functions(alpha):
+    # The kernel's LeakyReLU messages (§5.6 (b), (c)) weigh the two tilted parts
+    # by their log-mass difference (one log, one exp: _tilted_relative and
+    # _mixture_relative) and fall back to the general log-weight path where that
+    # difference is not finite (a subnormal rho_a, means near overflow).  Over a
+    # grid that reaches both paths, acceptance of the marginal approximation and
+    # the pattern of non-finite values equal the array functions' everywhere,
+    # the messages are proper (var > 0, rho >= 1e-8), and where the problem is
+    # well conditioned the values agree to 1e-10.
+    from skbayesnn.inference.message_passing import activation
+
+    z_means = [-1e160, -30.0, -3.0, -0.1, 0.0, 0.1, 3.0, 30.0, 1e160]
+    z_vars = [1e-12, 0.5, 4.0, 1e12]
+    a_means = [-5.0, 0.0, 2.0, 1e160]
+    rho_as = [0.0, 1e-310, 1e-9, 3e-8, 0.3, 1.0, 30.0, 1e8]
+    grid = np.array(np.meshgrid(z_means, z_vars, a_means, rho_as)).reshape(4, -1)
+    zm, zv, am, ra = grid
+    ta = am * ra
+    fwd = np.array([kernel._leaky_forward(*r, alpha) for r in zip(zm, zv, ta, ra)])
+    bwd = np.array([kernel._leaky_backward(*r, alpha) for r in zip(zm, zv, ta, ra)])
+    delta = np.array([kernel._tilted_relative(*r, alpha)[0] if r[3] > 0 else 0.0
+                      for r in zip(zm, zv, ta, ra)])
+    assert np.sum(~np.isfinite(delta)) > 10  # the fallback is exercised
+    with np.errstate(all="ignore"):
+        ref_m, ref_v, ref_ok = activation.leaky_relu_forward(zm, zv, ta, ra, alpha)
+        ref_t, ref_r = activation.leaky_relu_backward(zm, zv, ta, ra, alpha)
+    np.testing.assert_array_equal(fwd[:, 2].astype(bool), ref_ok)
+    assert 0 < ref_ok.sum() < ref_ok.size
+    for ours, ref in ((fwd[:, 0], ref_m), (fwd[:, 1], ref_v), (bwd[:, 0], ref_t),
+                      (bwd[:, 1], ref_r)):
+        np.testing.assert_array_equal(np.isfinite(ours), np.isfinite(ref))
+    assert np.all(fwd[:, 1] > 0) and np.all(bwd[:, 1] >= 1e-8)
+    good = ((np.abs(zm) <= 3.0) & (zv >= 0.5) & (zv <= 4.0) & (np.abs(am) <= 5.0)
+            & (ra >= 0.3) & (ra <= 30.0))
+    assert good.sum() == 90
+    # the forward guard m0 > 1e-8 (§5.6 (b)) flips at the same backward mean
+    # (z ~ N(-10, 0.1), a's message of precision 1 at a_mean: the mass falls
+    # below 1e-8 as a_mean leaves the image of z, before other guards fire)
+    a_sweep = np.linspace(-20.0, 20.0, 8001)
+    ones = np.ones_like(a_sweep)
+    ok = [kernel._leaky_forward(-10.0, 0.1, a, 1.0, alpha)[2] for a in a_sweep]
+    ref_ok = activation.leaky_relu_forward(-10.0 * ones, 0.1 * ones, a_sweep, ones, alpha)[2]
+    assert 0 < ref_ok.sum() < ref_ok.size
+    np.testing.assert_array_equal(ok, ref_ok)
+    for ours, ref in ((fwd[:, 0], ref_m), (fwd[:, 1], ref_v), (bwd[:, 0], ref_t),
+                      (bwd[:, 1], ref_r)):
+        np.testing.assert_allclose(ours[good], ref[good], rtol=1e-10, atol=1e-14)
+
+
 @pytest.mark.parametrize("cavity", [True, False])
 def test_kernel_weight_moments_keep_the_precision_floor(cavity):
     # The compiled forward loop (_forward_layer) turns each weight's cavity (first

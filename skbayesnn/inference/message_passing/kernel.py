@@ -261,6 +261,72 @@ def _leaky_direct(z_mean, z_var, alpha):
 
 
 @njit(cache=True, error_model="numpy")
+def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
+    """The two parts of :func:`_tilted` with their log masses relative to each other.
+
+    Returns ``(delta, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n)``: the log mass of
+    part ``k`` is ``c_k - log(2 pi s_k) / 2`` and ``delta = lw_n - lw_p``, so the
+    mixture needs one ``log`` and one ``exp`` instead of the four ``log``, two
+    ``sqrt`` and two ``exp`` of :func:`_tilted` and :func:`_mixture2`.  ``delta``
+    is not finite where a part is degenerate; callers then take the general path.
+    """
+    tau_z = z_mean / z_var
+    rho_z = 1.0 / z_var
+    a_mean = tau_a / rho_a
+    a_var = 1.0 / rho_a
+    rho_p = rho_z + rho_a
+    m_p = (tau_z + tau_a) / rho_p
+    lm_p, e_p, v_p = _trunc_moments(m_p, 1.0 / rho_p)
+    rho_n = rho_z + alpha * alpha * rho_a
+    m_n = (tau_z + alpha * tau_a) / rho_n
+    lm_n, e_n, v_n = _trunc_moments(-m_n, 1.0 / rho_n)
+    s_p = z_var + a_var
+    d_p = z_mean - a_mean
+    s_n = alpha * alpha * z_var + a_var
+    d_n = alpha * z_mean - a_mean
+    c_p = lm_p - 0.5 * (d_p * d_p / s_p)
+    c_n = lm_n - 0.5 * (d_n * d_n / s_n)
+    delta = (c_n - c_p) - 0.5 * math.log(s_n / s_p)
+    return delta, c_p, c_n, s_p, s_n, e_p, -e_n, v_p, v_n
+
+
+@njit(cache=True, error_model="numpy")
+def _mixture_relative(delta, c_p, c_n, s_p, s_n, m0, m1, v0, v1):
+    """Moment match of the two parts of :func:`_tilted_relative` (finite ``delta``).
+
+    Returns ``(mean, var, log_m0)`` of the mixture ``N(m0, v0) + exp(delta) N(m1,
+    v1)`` and its log normaliser (the backward message, which does not read
+    ``log_m0``, lets the compiler drop its ``log``).
+    """
+    if delta <= 0.0:
+        w0 = 1.0
+        w1 = math.exp(delta)
+        c_top, s_top = c_p, s_p
+    else:
+        w0 = math.exp(-delta)
+        w1 = 1.0
+        c_top, s_top = c_n, s_n
+    total = w0 + w1  # in [1, 2]
+    w0 = w0 / total
+    w1 = w1 / total
+    mean = 0.0
+    if w0 > 0.0:
+        mean += w0 * m0
+    if w1 > 0.0:
+        mean += w1 * m1
+    var = 0.0
+    if w0 > 0.0:
+        dev = m0 - mean
+        var += w0 * (v0 + dev * dev)
+    if w1 > 0.0:
+        dev = m1 - mean
+        var += w1 * (v1 + dev * dev)
+    # log(total exp(c_top) / sqrt(2 pi s_top)) with one log
+    log_m0 = c_top - 0.5 * (_LOG_2PI + math.log(s_top / (total * total)))
+    return mean, var, log_m0
+
+
+@njit(cache=True, error_model="numpy")
 def _leaky_forward(z_mean, z_var, tau_a, rho_a, alpha):
     """``leaky_relu_forward``: marginal approximation with its guards (§5.6 (b)).
 
@@ -268,10 +334,18 @@ def _leaky_forward(z_mean, z_var, tau_a, rho_a, alpha):
     """
     ok = rho_a > 0.0 and math.isfinite(rho_a) and math.isfinite(tau_a)
     if ok:
-        lw_p, lw_n, e_p, e_n, v_p, v_n = _tilted(z_mean, z_var, tau_a, rho_a, alpha)
-        m_mean, m_var, log_m0, finite = _mixture2(
-            lw_p, lw_n, e_p, alpha * e_n, v_p, alpha * alpha * v_n
+        delta, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n = _tilted_relative(
+            z_mean, z_var, tau_a, rho_a, alpha
         )
+        if math.isfinite(delta):
+            m_mean, m_var, log_m0 = _mixture_relative(delta, c_p, c_n, s_p, s_n, e_p,
+                                                      alpha * e_n, v_p, alpha * alpha * v_n)
+            finite = True
+        else:
+            lw_p, lw_n, e_p, e_n, v_p, v_n = _tilted(z_mean, z_var, tau_a, rho_a, alpha)
+            m_mean, m_var, log_m0, finite = _mixture2(
+                lw_p, lw_n, e_p, alpha * e_n, v_p, alpha * alpha * v_n
+            )
         rho_m = 1.0 / (m_var if m_var > 0.0 else 1.0)
         tau_m = m_mean * rho_m
         rho_msg = rho_m - rho_a
@@ -301,8 +375,15 @@ def _leaky_backward(z_mean, z_var, tau_a, rho_a, alpha):
     tau = 0.0
     rho = 0.0
     if ok:
-        lw_p, lw_n, e_p, e_n, v_p, v_n = _tilted(z_mean, z_var, tau_a, rho_a, alpha)
-        m_mean, m_var, _, finite = _mixture2(lw_p, lw_n, e_p, e_n, v_p, v_n)
+        delta, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n = _tilted_relative(
+            z_mean, z_var, tau_a, rho_a, alpha
+        )
+        if math.isfinite(delta):
+            m_mean, m_var, _ = _mixture_relative(delta, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n)
+            finite = True
+        else:
+            lw_p, lw_n, e_p, e_n, v_p, v_n = _tilted(z_mean, z_var, tau_a, rho_a, alpha)
+            m_mean, m_var, _, finite = _mixture2(lw_p, lw_n, e_p, e_n, v_p, v_n)
         rho_z = 1.0 / z_var
         tau_z = z_mean * rho_z
         rho_m = max(rho_z + _EPS, 1.0 / (m_var if m_var > 0.0 else math.inf))
