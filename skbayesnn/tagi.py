@@ -425,6 +425,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
 
     def _predict_proba_scaled(self, X, xp):
         z_mean, z_var = tagi.forward(self.posterior_, X)
-        if self.proba_noise:  # Eq. 24 on the noisy outputs, as the reference code
+        # Eq. 24 on the noisy outputs, as the reference code
+        if self._prediction_param("proba_noise"):
             z_var = z_var + float(self._prediction_param("sigma_v")) ** 2
         return self.tree_.proba(z_mean, z_var, self._prediction_param("alpha"))

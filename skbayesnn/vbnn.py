@@ -8,7 +8,7 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, check_scalar
 
 from ._backend import asnumpy
 from .base import BaseBayesianRegressor, check_hidden_layer_sizes
@@ -91,7 +91,9 @@ class VBNNRegressor(BaseBayesianRegressor):
     hidden_noise_prior : (float, float), default=(2.0, 0.01)
         ``(alpha0_h, beta0_h)`` of the hidden units' noise variances.
     predict_max_iter : int, default=60
-        Local CAVI iterations for test rows.
+        Local CAVI iterations for test rows.  Prediction reads it (and
+        ``predict_tol``) at every call, so both can be changed after ``fit``;
+        an invalid value raises there.
     predict_tol : float, default=1e-4
         Relative change of the local ELBO that stops them.
     n_jobs : int or None, default=None
@@ -292,13 +294,16 @@ class VBNNRegressor(BaseBayesianRegressor):
         )
 
     # -------------------------------------------------------------- predict
+    def _local_state_params(self):
+        """``(predict_max_iter, predict_tol)``, read (and checked) at every call."""
+        return self._prediction_param("predict_max_iter"), self._prediction_param("predict_tol")
+
     def _member_moments(self, X, xp):
         """Per restart, the standardised predictive ``(mean, epistemic, aleatoric)``."""
         out = []
+        max_iter, tol = self._local_state_params()
         for state in self.members_:
-            test, _ = predict.local_state(
-                state, X, max_iter=self.predict_max_iter, tol=self.predict_tol
-            )
+            test, _ = predict.local_state(state, X, max_iter=max_iter, tol=tol)
             out.append(predict.predictive_moments(test))
         return out
 
@@ -345,7 +350,9 @@ class VBNNRegressor(BaseBayesianRegressor):
         """
         from sklearn.utils import check_random_state
 
+        check_scalar(n_samples, "n_samples", Integral, min_val=1)
         Xs, _ = self._scaled_input(X)
+        max_iter, tol = self._local_state_params()
         seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
         rng = np.random.default_rng(seed)
         counts = rng.multinomial(n_samples, self.weights_)
@@ -353,9 +360,7 @@ class VBNNRegressor(BaseBayesianRegressor):
         for state, count in zip(self.members_, counts):
             if count == 0:
                 continue
-            test, _ = predict.local_state(
-                state, Xs, max_iter=self.predict_max_iter, tol=self.predict_tol
-            )
+            test, _ = predict.local_state(state, Xs, max_iter=max_iter, tol=tol)
             draws.append(asnumpy(predict.sample_predictive(test, int(count), rng)))
         draws = np.concatenate(draws, axis=0)[rng.permutation(n_samples)]
         draws = draws * self.y_scaler_.scale_ + self.y_scaler_.mean_

@@ -14,6 +14,7 @@ from skbayesnn import (
     MessagePassingRegressor,
     TAGIClassifier,
     TAGIRegressor,
+    VBNNRegressor,
 )
 from skbayesnn import _backend
 from skbayesnn.metrics import neg_nlpd_scorer
@@ -215,6 +216,9 @@ def test_max_abs_z_bounds_the_scaled_training_inputs(rng, estimator):
             ),
             "noise_std",
         ),
+        (lambda: TAGIClassifier(hidden_layer_sizes=(4,), max_epochs=1), "proba_noise"),
+        (lambda: VBNNRegressor(hidden_layer_sizes=(3,), max_iter=5), "predict_max_iter"),
+        (lambda: VBNNRegressor(hidden_layer_sizes=(3,), max_iter=5), "predict_tol"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
@@ -229,8 +233,10 @@ def test_parameters_read_at_prediction_are_checked_there(rng, make, param):
     model.fit(X, y)
     predict = model.predict_proba if is_classifier(model) else model.predict
     good = predict(X)
-    model.set_params(**{param: -getattr(model, param)})
+    value = getattr(model, param)
+    # (a bool flag gets a string: "no" would otherwise read as True)
+    model.set_params(**{param: "no" if isinstance(value, bool) else -value})
     with pytest.raises(ValueError, match=param):
         predict(X)
-    model.set_params(**{param: -getattr(model, param)})
+    model.set_params(**{param: value})
     np.testing.assert_array_equal(predict(X), good)

@@ -91,6 +91,9 @@ def test_sampling_matches_the_predictive(rng):
     assert np.all(np.abs(draws.mean(0) - dist.mean()) < 4 * se)
     again = reg.sample_predictive(X[:3], n_samples=5, random_state=0)
     np.testing.assert_array_equal(again, reg.sample_predictive(X[:3], n_samples=5, random_state=0))
+    for bad, error in ((0, ValueError), (-1, ValueError), (2.5, TypeError), ("3", TypeError)):
+        with pytest.raises(error, match="n_samples"):
+            reg.sample_predictive(X[:3], n_samples=bad)
 
 
 def test_multi_output(rng):
