@@ -58,11 +58,33 @@ def fit_input_scaler(X, max_abs_z=None):
     values into inputs of size 50-90, where a network's untrained weights dominate
     the prediction.
     """
-    scaler = StandardScaler().fit(X)
+    scaler = _fit_standard_scaler(X, "X")
     if max_abs_z is not None:
         span = np.max(X, axis=0) - np.min(X, axis=0)
         scaler.scale_ = np.maximum(scaler.scale_, span / max_abs_z)
+        _check_scaling(scaler, "X")
     return scaler
+
+
+def _fit_standard_scaler(values, name):
+    """``StandardScaler().fit(values)``, or a ValueError where the mean or the
+    standard deviation of a column is not finite in float64 (values near
+    1e154 and beyond, whose squares overflow): a model fitted on such scaling
+    would predict NaN."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaler = StandardScaler().fit(values)
+    _check_scaling(scaler, name)
+    return scaler
+
+
+def _check_scaling(scaler, name):
+    bad = ~(np.isfinite(scaler.mean_) & np.isfinite(scaler.scale_))
+    if np.any(bad):
+        columns = np.flatnonzero(bad).tolist()
+        raise ValueError(
+            f"{name} cannot be standardised in float64: the mean or standard deviation of "
+            f"column(s) {columns} overflows.  Rescale {name} (e.g. divide by a power of ten)."
+        )
 
 
 def check_hidden_layer_sizes(hidden_layer_sizes):
@@ -252,10 +274,14 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         self : object
             The fitted estimator.
         """
-        X, Y = self._validate_training_data(X, y, reset=True, min_samples=2)
-        xp = self._start(X)
-        self.y_scaler_ = StandardScaler().fit(Y)
-        self._fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
+        try:
+            X, Y = self._validate_training_data(X, y, reset=True, min_samples=2)
+            xp = self._start(X)
+            self.y_scaler_ = _fit_standard_scaler(Y, "y")
+            self._fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
+        except Exception:
+            self._clear_fitted()  # no half-fitted model that partial_fit would extend
+            raise
         return self
 
     # -------------------------------------------------------------- predict
@@ -353,7 +379,7 @@ class PartialFitMixin:
             X, Y = self._validate_training_data(X, y, reset=first, min_samples=1)
             if first:
                 xp = self._start(X)
-                self.y_scaler_ = StandardScaler().fit(Y)
+                self.y_scaler_ = _fit_standard_scaler(Y, "y")
                 self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
             else:
                 xp = self._namespace()
@@ -389,6 +415,10 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         return X, y
 
     def _set_classes(self, classes):
+        if np.ndim(classes) != 1:
+            raise ValueError(
+                f"classes must be a 1-D array-like of labels, got shape {np.shape(classes)}."
+            )
         classes = np.unique(classes)
         if classes.shape[0] < 2:
             raise ValueError(
@@ -422,10 +452,14 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         -------
         self : object
         """
-        X, y = self._validate_labels(X, y, reset=True, min_samples=2)
-        self._set_classes(y)
-        xp = self._start(X)
-        self._fit_scaled(self._scale_X(X, xp), self._encode(y), xp, self._rng)
+        try:
+            X, y = self._validate_labels(X, y, reset=True, min_samples=2)
+            self._set_classes(y)
+            xp = self._start(X)
+            self._fit_scaled(self._scale_X(X, xp), self._encode(y), xp, self._rng)
+        except Exception:
+            self._clear_fitted()  # no half-fitted model that partial_fit would extend
+            raise
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -14,6 +14,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from .base import (
     BaseBayesianClassifier,
@@ -33,7 +34,7 @@ class _MessagePassingMixin:
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"leaky_relu", "relu"})],
         "negative_slope": [Interval(Real, 0, 1, closed="left")],
-        "prior_var": [None, Interval(Real, 0, None, closed="neither")],
+        "prior_var": [None, Interval(Real, 0, None, closed="neither"), "array-like"],
         "bias_prior_var": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
@@ -48,9 +49,26 @@ class _MessagePassingMixin:
         return 0.0 if self.activation == "relu" else float(self.negative_slope)
 
     def _n_iter(self, epoch):
-        if callable(self.n_iter_per_batch):
-            return max(1, int(self.n_iter_per_batch(epoch)))
-        return int(self.n_iter_per_batch)
+        if not callable(self.n_iter_per_batch):
+            return int(self.n_iter_per_batch)
+        n_iter = self.n_iter_per_batch(epoch)
+        if isinstance(n_iter, bool) or not isinstance(n_iter, Integral) or n_iter < 1:
+            raise ValueError(
+                f"n_iter_per_batch({epoch}) must return a positive int, got {n_iter!r}."
+            )
+        return int(n_iter)
+
+    def _prior_var(self, n_layers):
+        """``prior_var`` as None, a float or one positive float per weight layer."""
+        if self.prior_var is None or np.ndim(self.prior_var) == 0:
+            return self.prior_var
+        prior_var = np.asarray(self.prior_var, dtype=np.float64)
+        if prior_var.shape != (n_layers,) or not np.all(prior_var > 0):
+            raise ValueError(
+                f"prior_var must be a positive float or {n_layers} positive floats, one per "
+                f"weight layer; got {self.prior_var!r}."
+            )
+        return prior_var.tolist()
 
     def _init_state(self, n_features, n_outputs, xp, rng):
         sizes = [n_features, *check_hidden_layer_sizes(self.hidden_layer_sizes), n_outputs]
@@ -59,7 +77,7 @@ class _MessagePassingMixin:
             rng=rng,
             xp=xp,
             alpha=self._alpha(),
-            prior_var=self.prior_var,
+            prior_var=self._prior_var(len(sizes) - 1),
             bias_var=self.bias_prior_var,
         )
         self.n_iter_ = 0
@@ -75,11 +93,14 @@ class _MessagePassingMixin:
             for k, s in enumerate(starts)
         ]
 
-    def _epochs(self, batches, n_epochs, rng):
+    def _epochs(self, batches, n_epochs, rng, *, first_visit=False):
+        """``n_epochs`` passes over ``batches``; ``first_visit``: the batches are
+        new slots visited once (``partial_fit``), so they get epoch 1's schedule:
+        no damping of an empty slot (§6) and ``n_iter_per_batch(1)``."""
         out = self._output()
         for _ in range(n_epochs):
             self.n_iter_ += 1
-            epoch = self.n_iter_
+            epoch = 1 if first_visit else self.n_iter_
             network.run_epoch(
                 self.state_,
                 batches,
@@ -90,16 +111,34 @@ class _MessagePassingMixin:
                 damping=self.damping,
                 per_example=self.memory == "per_example",
             )
-            self._log(f"epoch {epoch}", level=2)
+            if not network.is_finite(self.state_):
+                raise ValueError(
+                    f"{type(self).__name__} training diverged: the weight posterior is not "
+                    f"finite after epoch {self.n_iter_}.  The messages overflow with a very "
+                    f"small noise_std (here {self.noise_std!r}) or extreme inputs; increase "
+                    "noise_std or rescale the data."
+                )
+            self._log(f"epoch {self.n_iter_}", level=2)
         self._log(
             f"trained {self.n_iter_} epochs over {self.state_.n_slots} batch slots; "
             f"{self.state_.n_fallback} LeakyReLU forward fallbacks"
         )
 
-    def _train_new(self, X, T, xp, rng, n_epochs):
+    def _train_new(self, X, T, xp, rng, n_epochs, first_visit=False):
         order = rng.permutation(X.shape[0])
         order = order if xp is np else xp.asarray(order)
-        self._epochs(self._new_batches(X[order], T[order], xp), n_epochs, rng)
+        batches = self._new_batches(X[order], T[order], xp)
+        self._epochs(batches, n_epochs, rng, first_visit=first_visit)
+
+    def _train_online(self, X, T, xp, rng):
+        """One ``partial_fit`` call: new slots, visited once, then folded into the
+        single slot of all online data (``network.fold_slots``), so memory and
+        time per call do not grow with the number of calls."""
+        first_new = self.state_.n_slots
+        self._train_new(X, T, xp, rng, 1, first_visit=True)
+        if self.state_.online_slot is None:
+            self.state_.online_slot = first_new
+        network.fold_slots(self.state_, self.state_.online_slot)
 
     def memory_bytes(self, n_samples):
         """Message storage of a fit on ``n_samples`` rows, in bytes.
@@ -108,8 +147,11 @@ class _MessagePassingMixin:
         ``16 * (P * (B + 4) + b * H)`` for ``"per_batch"``, with ``P`` the
         weights and biases, ``B = ceil(n_samples / batch_size)`` batch slots,
         ``b = batch_size`` and ``H`` hidden units (message_passing.md §11).
-        Needs ``n_features_in_`` (a fitted model).
+        ``partial_fit`` keeps all its calls' data in one slot: one more ``B``,
+        and ``n_samples`` is the largest single call.  Needs a fitted model
+        (the layer sizes).
         """
+        check_is_fitted(self)
         sizes = list(self.state_.sizes)
         n_batches = -(-int(n_samples) // self.batch_size)
         return network.memory_bytes(sizes, n_batches, self.batch_size, self.memory)
@@ -129,11 +171,13 @@ _ACTIVATION_DOC = """    activation : {"leaky_relu", "relu"}, default="leaky_rel
         Slope of the LeakyReLU for negative inputs (the paper's 0.1).
 """
 
-_TRAINING_DOC = """    prior_var : float or None, default=None
-        Prior variance of every weight; None uses the layer-wise formulas of
-        message_passing.md §7 (``1.5 / d_in`` for the first layer).  Prior means
-        are drawn from the spectral ``N(0, l^2)`` of §3.2 (``random_state``).
+_TRAINING_DOC = """    prior_var : float, array-like of float or None, default=None
+        Prior variance of every weight, or one per weight layer (the override
+        of §15 item 7); None uses the layer-wise formulas of message_passing.md
+        §7 (``1.5 / d_in`` for the first layer).  Prior means are drawn from
+        the spectral ``N(0, l^2)`` of §3.2 (``random_state``).
     bias_prior_var : float, default=0.5
+        Prior variance of every bias, ``N(0, bias_prior_var)`` (§7).
     batch_size : int, default=256
         Examples per batch slot (§6).  Training advances by batch visits at a
         cost per example that does not depend on the batch size, so on a few
@@ -144,7 +188,9 @@ _TRAINING_DOC = """    prior_var : float or None, default=None
         Passes over the batches in ``fit``.
     n_iter_per_batch : int or callable, default=3
         Iterations over the active batch on each visit; a callable maps the
-        (1-based) epoch to a count, e.g. ``lambda e: (e + 1) // 2`` (§6).
+        (1-based) epoch to a positive int, e.g. ``lambda e: (e + 1) // 2``
+        (§6).  ``partial_fit`` visits its new batches as epoch 1 (no damping,
+        ``n_iter_per_batch(1)``).
     memory : {"per_example", "per_batch"}, default="per_example"
         ``"per_example"`` stores one message per weight for every example of the
         active batch (the paper); ``"per_batch"`` only the active batch's
@@ -206,7 +252,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         Prior, batch-slot messages and marginals of every layer (standardised
         units).
     n_iter_ : int
-        Epochs run.
+        Epochs run (each ``partial_fit`` call counts one).
     n_features_in_, n_outputs_, x_scaler_, y_scaler_, device_
 
     Notes
@@ -215,8 +261,11 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
     (``epistemic_var`` of :meth:`predict_dist`) and ``beta^2`` the noise
     (``aleatoric_var``; ``beta`` is ``predictive_noise_std``, by default
     ``noise_std``).  ``partial_fit`` adds each call's rows as new batch
-    slots and visits them once; earlier slots are not revisited (their data
-    are not stored), so no row is counted twice.
+    slots and visits them once, undamped; earlier slots are not revisited
+    (their data are not stored), so no row is counted twice.  All online
+    batches are then kept as one aggregate slot, so a call costs the same
+    however many came before.  A fit whose posterior becomes non-finite
+    (e.g. a tiny ``noise_std``) raises a ValueError.
 
     Examples
     --------
@@ -287,7 +336,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         self._train_new(X, Y, xp, rng, self.max_epochs)
 
     def _partial_fit_scaled(self, X, Y, xp, rng):
-        self._train_new(X, Y, xp, rng, 1)
+        self._train_online(X, Y, xp, rng)
 
     def _predict_moments_scaled(self, X, xp):
         mean, var = network.predict_moments(self.state_, X)
@@ -328,8 +377,13 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
+    likelihood_ : str
+        The training factor, fixed at ``fit`` (or the first ``partial_fit``);
+        ``predict_proba`` and later ``partial_fit`` calls use it, so a
+        ``set_params(likelihood=...)`` takes effect at the next ``fit``.
     state_ : MPState
     n_iter_ : int
+        Epochs run (each ``partial_fit`` call counts one).
     n_features_in_, x_scaler_, device_
 
     Notes
@@ -390,29 +444,31 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
 
     def _output(self):
         return network.classification_output(
-            self.likelihood,
+            self.likelihood_,
             len(self.classes_),
             noise_var=float(self.noise_std) ** 2,
             regularize=bool(self.regularize),
         )
 
     def _init_online(self, n_features, n_classes, xp, rng):
+        self.likelihood_ = self.likelihood
         self._init_state(n_features, n_classes, xp, rng)
 
     def _labels(self, y_index, xp):
         return y_index if xp is np else xp.asarray(y_index)
 
     def _fit_scaled(self, X, y_index, xp, rng):
+        self.likelihood_ = self.likelihood
         self._init_state(X.shape[1], len(self.classes_), xp, rng)
         self._train_new(X, self._labels(y_index, xp), xp, rng, self.max_epochs)
 
     def _partial_fit_scaled(self, X, y_index, xp, rng):
-        self._train_new(X, self._labels(y_index, xp), xp, rng, 1)
+        self._train_online(X, self._labels(y_index, xp), xp, rng)
 
     def _predict_proba_scaled(self, X, xp):
         mean, var = network.predict_moments(self.state_, X)
-        if self.likelihood == "softmax":
+        if self.likelihood_ == "softmax":
             return likelihood.softmax_proba(mean, var)
-        if self.likelihood == "regression":
+        if self.likelihood_ == "regression":
             var = var + float(self._prediction_param("noise_std")) ** 2
         return likelihood.argmax_proba(mean, var)

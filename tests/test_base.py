@@ -12,6 +12,7 @@ from skbayesnn import (
     BayesianLinearRegressor,
     MessagePassingClassifier,
     MessagePassingRegressor,
+    PBPRegressor,
     TAGIClassifier,
     TAGIRegressor,
     VBNNRegressor,
@@ -240,3 +241,40 @@ def test_parameters_read_at_prediction_are_checked_there(rng, make, param):
         predict(X)
     model.set_params(**{param: value})
     np.testing.assert_array_equal(predict(X), good)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        BayesianLinearRegressor,
+        lambda: MessagePassingRegressor((4,), max_epochs=1),
+        lambda: TAGIRegressor(hidden_layer_sizes=(4,), max_epochs=1),
+        lambda: PBPRegressor((4,), max_epochs=1),
+        lambda: VBNNRegressor(hidden_layer_sizes=(3,), max_iter=2),
+        lambda: MessagePassingClassifier((4,), max_epochs=1),
+        lambda: TAGIClassifier(hidden_layer_sizes=(4,), max_epochs=1),
+    ],
+)
+@pytest.mark.parametrize("scaled", ["X", "y"])
+def test_values_whose_variance_overflows_are_refused_at_fit(rng, make, scaled):
+    # Columns near 1e200 are finite, so validation accepts them, but their
+    # variance overflows float64: the standardisation would be NaN and every
+    # prediction with it.  fit must say which input to rescale.
+    model = make()
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0] - X[:, 1]
+    if is_classifier(model):
+        if scaled == "y":
+            pytest.skip("labels are not standardised")
+        y = (y > 0).astype(int)
+    X, y = (X * 1e200, y) if scaled == "X" else (X, y * 1e200)
+    with pytest.raises(ValueError, match=f"{scaled} cannot be standardised"):
+        model.fit(X, y)
+    assert not hasattr(model, "n_features_in_")  # a failed fit leaves it unfitted
+    if not hasattr(model, "partial_fit"):
+        return
+    with pytest.raises(ValueError, match=f"{scaled} cannot be standardised"):
+        if is_classifier(model):
+            model.partial_fit(X, y, classes=[0, 1])
+        else:
+            model.partial_fit(X, y)

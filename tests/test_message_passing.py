@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -37,12 +38,53 @@ def test_regressor_predictive_parts_and_partial_fit(rng):
     np.testing.assert_allclose(dist.aleatoric_var, (0.2 * reg.y_scaler_.scale_[0]) ** 2)
     assert np.all(dist.epistemic_var > 0)
     assert reg.score(X, y) > 0.8
-    # partial_fit: new rows become new slots; earlier ones are not re-counted
-    online = MessagePassingRegressor(hidden_layer_sizes=(16,), batch_size=50, random_state=0)
-    online.partial_fit(X[:75], y[:75])
-    n1 = online.state_.n_slots
-    online.partial_fit(X[75:], y[75:])
-    assert online.state_.n_slots == n1 + 2 and online.n_iter_ == 2
+
+
+def test_partial_fit_keeps_one_undamped_online_slot(rng):
+    # partial_fit's batches are visited once, as epoch 1 of §6: the EMA of an empty
+    # slot is not damped (damping on or off gives the same model) and a callable
+    # schedule is asked for epoch 1; afterwards they are folded into one slot, so
+    # slots (memory, the per-epoch recompute) do not grow with the calls, and the
+    # posterior stays prior x prod(slots).
+    from skbayesnn.inference.message_passing import network
+
+    X = rng.uniform(-2, 2, size=(300, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    asked = []
+
+    def schedule(epoch):
+        asked.append(epoch)
+        return 2
+
+    models = [
+        MessagePassingRegressor(
+            (8,), batch_size=25, damping=damping, n_iter_per_batch=schedule, random_state=0
+        )
+        for damping in (True, False)
+    ]
+    for model in models:
+        for k in range(0, 300, 60):
+            model.partial_fit(X[k : k + 60], y[k : k + 60])
+            assert model.state_.n_slots == 1
+        assert model.n_iter_ == 5
+    assert asked == [1] * 10
+    for a, b in zip(models[0].state_.post_w + models[0].state_.post_b,
+                    models[1].state_.post_w + models[1].state_.post_b):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    st = models[0].state_
+    before = [(t.copy(), r.copy()) for t, r in st.post_w]
+    network.recompute_posterior(st)
+    for (t0, r0), (t1, r1) in zip(before, st.post_w):
+        np.testing.assert_allclose(t1, t0, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(r1, r0, rtol=1e-10)
+    # after fit, the online data get one slot beside fit's four
+    model = MessagePassingRegressor((8,), batch_size=50, max_epochs=2, random_state=0)
+    model.fit(X[:200], y[:200])
+    for k in range(200, 300, 20):
+        model.partial_fit(X[k : k + 20], y[k : k + 20])
+    assert model.state_.n_slots == 5 and model.state_.online_slot == 4
+    assert model.n_iter_ == 7
 
 
 def test_argmax_classifier_learns_ten_classes_with_two_hidden_layers():
@@ -139,3 +181,72 @@ def test_predictive_noise_std_changes_only_the_aleatoric_part(rng):
     plain.set_params(predictive_noise_std=-0.5)
     with pytest.raises(ValueError, match="predictive_noise_std"):
         plain.predict_dist(X)
+
+
+def test_classifier_keeps_the_fitted_likelihood(rng):
+    # predict_proba reads the factor fixed at fit (likelihood_): set_params alone
+    # does not rescore logits trained for another factor; the next fit uses it.
+    X = rng.normal(size=(120, 2))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    clf = MessagePassingClassifier((8,), max_epochs=2, batch_size=40, random_state=0).fit(X, y)
+    proba = clf.predict_proba(X)
+    clf.set_params(likelihood="softmax")
+    assert clf.likelihood_ == "argmax"
+    np.testing.assert_array_equal(clf.predict_proba(X), proba)
+    clf.fit(X, y)
+    assert clf.likelihood_ == "softmax"
+    assert np.max(np.abs(clf.predict_proba(X) - proba)) > 1e-3
+
+
+def test_diverged_training_raises_instead_of_returning_nan(rng):
+    # A noise_std of 1e-150 makes the regression-likelihood messages overflow
+    # (precision 1e300); fit must say so rather than leave a NaN posterior whose
+    # probabilities argmax to classes_[0].
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    clf = MessagePassingClassifier(
+        (8,), likelihood="regression", noise_std=1e-150, max_epochs=2, random_state=0
+    )
+    with pytest.raises(ValueError, match="diverged.*noise_std"):
+        clf.fit(X, y)
+
+
+def test_parameter_errors_name_the_parameter(rng):
+    X = rng.normal(size=(60, 3))
+    y = X[:, 0]
+    with pytest.raises(NotFittedError):
+        MessagePassingRegressor().memory_bytes(100)
+    for bad in (None, 0, 2.5, True):
+        reg = MessagePassingRegressor((4,), max_epochs=1, n_iter_per_batch=lambda e, b=bad: b)
+        with pytest.raises(ValueError, match=r"n_iter_per_batch\(1\) must return a positive int"):
+            reg.fit(X, y)
+    for bad in ([0.1], [0.1, 0.2, 0.3], [0.1, -1.0]):
+        with pytest.raises(ValueError, match="prior_var must be"):
+            MessagePassingRegressor((4,), max_epochs=1, prior_var=bad).fit(X, y)
+    with pytest.raises(ValueError, match="classes must be a 1-D"):
+        MessagePassingClassifier((4,)).partial_fit(X, (y > 0).astype(int), classes=[[0, 1]])
+
+
+def test_prior_var_per_layer(rng):
+    # One prior variance per weight layer (message_passing.md §15 item 7).
+    from skbayesnn.core.gaussian import from_natural
+
+    X = rng.normal(size=(60, 3))
+    reg = MessagePassingRegressor((4, 5), max_epochs=1, prior_var=(0.3, 0.2, 0.1)).fit(X, X[:, 0])
+    for (tau, rho), v in zip(reg.state_.prior_w, (0.3, 0.2, 0.1)):
+        np.testing.assert_allclose(from_natural(tau, rho)[1], v, rtol=1e-12)
+
+
+def test_argmax_proba_is_chunked_by_working_memory(rng):
+    # (n, K, K) pairwise terms go in row chunks that fit sklearn's working_memory;
+    # chunking must not change the probabilities.
+    import sklearn
+
+    from skbayesnn.inference.message_passing import likelihood
+
+    mean, var = rng.normal(size=(500, 40)), rng.uniform(0.1, 2.0, size=(500, 40))
+    whole = likelihood.argmax_proba(mean, var)
+    with sklearn.config_context(working_memory=0.5):  # 0.5 MiB: 10 rows of 40 x 40
+        chunked = likelihood.argmax_proba(mean, var)
+    np.testing.assert_allclose(chunked, whole, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(whole.sum(axis=1), 1.0, rtol=1e-12)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import math
 
+from sklearn import get_config
+from sklearn.utils import gen_batches
+
 from ..._backend import array_namespace, special
 from ...core.gaussian import (
     gaussian_division,
@@ -75,7 +78,9 @@ def argmax_proba(mean, var, noise_var=ARGMAX_NOISE):
     """Class probabilities of the argmax factor, pairwise-probit product (§5.11).
 
     ``P(c) propto prod_{d != c} Phi((mu_c - mu_d) / sqrt(s2_c + s2_d + s^2))``,
-    normalised over the classes; computed with log-cdfs.
+    normalised over the classes; computed with log-cdfs.  The pairwise terms
+    take ``(rows, K, K)`` arrays, so the rows go in chunks that fit
+    scikit-learn's ``working_memory`` (``sklearn.set_config``).
 
     Parameters
     ----------
@@ -88,6 +93,17 @@ def argmax_proba(mean, var, noise_var=ARGMAX_NOISE):
     proba : array of shape (n, K)
     """
     xp = array_namespace(mean, var)
+    n, k = mean.shape
+    # four float64 (K, K) temporaries per row
+    rows = max(1, int(get_config()["working_memory"] * 2**20) // (32 * k * k))
+    if n <= rows:
+        return _argmax_proba_rows(xp, mean, var, noise_var)
+    return xp.concatenate(
+        [_argmax_proba_rows(xp, mean[s], var[s], noise_var) for s in gen_batches(n, rows)]
+    )
+
+
+def _argmax_proba_rows(xp, mean, var, noise_var):
     sp = special(xp)
     diff = mean[:, :, None] - mean[:, None, :]
     scale = xp.sqrt(var[:, :, None] + var[:, None, :] + noise_var)

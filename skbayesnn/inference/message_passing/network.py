@@ -53,6 +53,8 @@ __all__ = [
     "train_batch",
     "run_epoch",
     "add_batches",
+    "fold_slots",
+    "is_finite",
     "predict_moments",
     "posterior_moments",
     "regression_output",
@@ -115,6 +117,9 @@ class MPState:
     post_w: list = field(default_factory=list)
     post_b: list = field(default_factory=list)
     n_fallback: int = 0
+    #: The slot that holds every ``partial_fit`` batch since the last ``fit``
+    #: (:func:`fold_slots`); None before the first.
+    online_slot: int | None = None
 
     @property
     def xp(self):
@@ -152,6 +157,7 @@ class MPState:
             mv(self.post_w),
             mv(self.post_b),
             self.n_fallback,
+            self.online_slot,
         )
 
 
@@ -226,6 +232,36 @@ def add_batches(state, n_new):
         for _ in range(n_new):
             state.slots_w[layer].append((xp.zeros(shape_w), xp.zeros(shape_w)))
             state.slots_b[layer].append((xp.zeros(shape_b), xp.zeros(shape_b)))
+
+
+def fold_slots(state, target):
+    """Add every slot after ``target`` into slot ``target`` and drop them.
+
+    The posterior, ``prior x prod(slots)``, is unchanged; only the ability to
+    revisit the folded batches one by one is given up.  Online training
+    (``partial_fit``) never revisits its batches, so it keeps them as one slot:
+    memory and the per-epoch :func:`recompute_posterior` stay constant however
+    many calls are made.
+    """
+    for slots in (state.slots_w, state.slots_b):
+        for layer in range(state.n_layers):
+            tau, rho = slots[layer][target]
+            for t, r in slots[layer][target + 1 :]:
+                tau = tau + t
+                rho = rho + r
+            slots[layer][target + 1 :] = []
+            slots[layer][target] = (tau, rho)
+
+
+def is_finite(state):
+    """Whether every posterior natural parameter is finite (a diverged fit is not)."""
+    xp = state.xp
+    return all(
+        bool(xp.all(xp.isfinite(a)))
+        for post in (state.post_w, state.post_b)
+        for pair in post
+        for a in pair
+    )
 
 
 def _moments(tau, rho):
