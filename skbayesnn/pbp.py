@@ -84,7 +84,10 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     warm_start : bool, default=False
         When True, ``fit`` continues from the current posterior (another
         ``max_epochs`` epochs, the reference's ``re_train``), keeping the
-        standardisation learned by the first fit.
+        standardisation learned by the first fit.  The network's shape
+        (``hidden_layer_sizes``, ``fit_bias``) must then be unchanged (a
+        ValueError otherwise); ``prior`` and ``noise_prior`` only set up a
+        new posterior, so a continued fit does not use them.
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
         (an error when CuPy or a GPU is missing), or the GPU when there is one.
@@ -205,10 +208,25 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         """
         if not (self.warm_start and hasattr(self, "state_")):
             return super().fit(X, y)
+        self._check_warm_start()
         X, Y = self._validate_training_data(X, y, reset=False, min_samples=1)
         xp = self._namespace()
         self._train(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
         return self
+
+    def _check_warm_start(self):
+        """A continued fit keeps the fitted network: refuse a changed shape."""
+        _check_gamma_prior(self.prior, "prior")
+        _check_gamma_prior(self.noise_prior, "noise_prior")
+        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
+        fitted = self.state_.layer_sizes[1:-1]
+        if hidden != fitted or bool(self.fit_bias) != self.state_.bias:
+            raise ValueError(
+                f"warm_start continues the fitted network (hidden_layer_sizes={fitted}, "
+                f"fit_bias={self.state_.bias}), but the parameters now ask for "
+                f"hidden_layer_sizes={hidden}, fit_bias={bool(self.fit_bias)}; set "
+                "warm_start=False to fit a new one."
+            )
 
     def _init_online(self, n_features, n_outputs, xp, rng):
         prior_shape, prior_rate = _check_gamma_prior(self.prior, "prior")

@@ -18,7 +18,7 @@ from .inference import tagi
 
 
 _TAGI_CONSTRAINTS = {
-    "hidden_layer_sizes": ["array-like"],
+    "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
     "activation": [StrOptions(set(ACTIVATIONS) - {"identity"})],
     "sigma_v": [Interval(Real, 0, None, closed="neither")],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
@@ -133,7 +133,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
 
     Parameters
     ----------
-    hidden_layer_sizes : tuple of int, default=(50,)
+    hidden_layer_sizes : int or tuple of int, default=(50,)
         Units of each hidden layer.
     activation : {"relu", "leaky_relu", "tanh", "sigmoid", "softplus"}, default="relu"
         Hidden activation (linearised at the mean, tagi.md §3.2).
@@ -181,7 +181,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     posterior_ : GaussianMLPPosterior
         Means and variances of all weights and biases (standardised units).
     n_iter_ : int
-        Epochs run by ``fit``.
+        Epochs run (``fit`` and ``partial_fit`` calls together).
     best_epoch_ : int
         With early stopping, the epoch whose posterior was kept (1-based); else
         ``n_iter_``.
@@ -267,6 +267,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         # One pass over the batch in the given order, as one epoch of fit with
         # shuffle=False would do.
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
+        self.n_iter_ += 1
 
     def _predict_moments_scaled(self, X, xp):
         z_mean, z_var = tagi.forward(self.posterior_, X)
@@ -285,7 +286,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
 
     Parameters
     ----------
-    hidden_layer_sizes : tuple of int, default=(100, 100)
+    hidden_layer_sizes : int or tuple of int, default=(100, 100)
     activation : {"relu", "leaky_relu", "tanh", "sigmoid", "softplus"}, default="relu"
     sigma_v : float > 0, default=0.3
         Observation noise of the +-1 node targets (the paper's MNIST grid was
@@ -336,6 +337,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         The class encoding.
     posterior_ : GaussianMLPPosterior
     n_iter_ : int
+        Epochs run (``fit`` and ``partial_fit`` calls together).
     best_epoch_ : int
     validation_scores_ : list of float
         With early stopping, the mean validation log-probability of the true
@@ -422,6 +424,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     def _partial_fit_scaled(self, X, y_index, xp, rng):
         Y, mask = self.tree_.targets(y_index, xp)
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp, obs_mask=mask)
+        self.n_iter_ += 1
 
     def _predict_proba_scaled(self, X, xp):
         z_mean, z_var = tagi.forward(self.posterior_, X)

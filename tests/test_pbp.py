@@ -5,6 +5,7 @@ import pickle
 import numpy as np
 import pytest
 from scipy import stats
+from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -105,6 +106,12 @@ def test_warm_start_continues_training(rng):
     # Without warm_start a second fit starts again from the prior.
     cold = PBPRegressor(max_epochs=2, **kw).fit(X, y).fit(X, y)
     assert cold.n_iter_ == 2
+    # A continued fit cannot change the network's shape, nor take an invalid prior.
+    for change in ({"hidden_layer_sizes": (9,)}, {"fit_bias": False}):
+        with pytest.raises(ValueError, match="warm_start continues the fitted network"):
+            clone(warm).fit(X, y).set_params(**change).fit(X, y)
+    with pytest.raises(ValueError, match="prior"):
+        clone(warm).fit(X, y).set_params(prior=(0.0, 0.0)).fit(X, y)
 
 
 def test_reproducible_under_random_state_and_pickle(rng):

@@ -111,9 +111,10 @@ def test_kernel_activations_match_the_core():
 def test_partial_fit_one_pass_equals_one_epoch_of_fit(rng):
     X = rng.normal(size=(95, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=95)
-    kw = dict(hidden_layer_sizes=(12,), batch_size=10, random_state=3)
-    fitted = TAGIRegressor(max_epochs=1, shuffle=False, **kw).fit(X, y)
-    online = TAGIRegressor(**kw).partial_fit(X, y)
+    kw = dict(batch_size=10, random_state=3)
+    fitted = TAGIRegressor((12,), max_epochs=1, shuffle=False, **kw).fit(X, y)
+    online = TAGIRegressor(12, **kw).partial_fit(X, y)  # an int: one hidden layer
+    assert fitted.n_iter_ == online.n_iter_ == 1
     for a, b in zip(
         fitted.posterior_.weight_means + fitted.posterior_.weight_vars,
         online.posterior_.weight_means + online.posterior_.weight_vars,

@@ -108,6 +108,7 @@ def test_learns_iris_with_string_labels_and_streams():
     one.fit(X, labels)
     online.partial_fit(X, labels, classes=np.unique(labels))
     np.testing.assert_array_equal(one.predict_proba(X), online.predict_proba(X))
+    assert one.n_iter_ == online.n_iter_ == 1
     with pytest.raises(ValueError, match="classes must be passed"):
         TAGIClassifier().partial_fit(X, labels)
 
