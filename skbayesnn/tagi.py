@@ -52,6 +52,7 @@ class _TAGIMixin:
             xp=xp,
         )
         self.n_combined_ = 0
+        self.n_split_ = 0
         self.n_iter_ = 0
 
     def _epochs(self, n, rng):
@@ -97,18 +98,27 @@ class _TAGIMixin:
                     self.posterior_.to_namespace(xp),
                     epoch + 1,
                 )
-            elif epoch + 1 - self.best_epoch_ >= self.n_iter_no_change:
+            elif best is not None and epoch + 1 - self.best_epoch_ >= self.n_iter_no_change:
                 break
         if self.early_stopping:
+            if best is None:  # every score NaN or -inf: nothing to keep
+                raise ValueError(
+                    f"{type(self).__name__} training diverged: the validation score was not "
+                    f"finite in any of {self.n_iter_} epochs (scores "
+                    f"{self.validation_scores_[:3]}...).  Reduce gain_w / gain_b or "
+                    "increase sigma_v."
+                )
             self.posterior_ = best
         else:
             self.best_epoch_ = self.n_iter_
         self._log(
             f"trained {self.n_iter_} epochs (kept {self.best_epoch_}); "
-            f"{self.n_combined_} parameter updates combined in information form"
+            f"{self.n_combined_} parameter updates combined in information form; "
+            f"{self.n_split_} overshooting batches split"
         )
 
     def _run_epoch(self, X, Y, order, xp, obs_mask=None):
+        counts = {"split": 0}
         self.n_combined_ += tagi.run_epoch(
             self.posterior_,
             X,
@@ -117,7 +127,9 @@ class _TAGIMixin:
             batch_size=self.batch_size,
             order=xp.asarray(order),
             obs_mask=obs_mask,
+            counts=counts,
         )
+        self.n_split_ += counts["split"]
 
 
 class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
@@ -143,7 +155,10 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         tune it with ``GridSearchCV`` and an NLPD scorer).
     batch_size : int, default=10
         Rows per update; per-row contributions within a batch are summed
-        (tagi.md §4.4).
+        (tagi.md §4.4).  The sum treats the rows as independent evidence, so a
+        large batch can overshoot (move the batch's predictions past its
+        targets); such a batch is undone and its halves are processed in turn
+        (``n_split_`` counts them).
     max_epochs : int, default=40
         Passes over the training data in ``fit``.
     gain_w : float > 0, default=0.25
@@ -196,6 +211,12 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         rule, tagi.md §4.4) would have removed more than 99.9% of that
         parameter's variance, so the rows' evidence was combined in information
         form instead (never a non-positive variance).
+    n_split_ : int
+        Batches (or half-batches) whose summed update overshot, leaving the
+        batch's squared residual (weighted by the inverse predictive variance)
+        larger than before; each was undone and its two halves were processed
+        in turn.  Many splits mean ``batch_size`` is large for this
+        ``sigma_v`` and prior (tagi.md §4.4, §13).
     n_features_in_, n_outputs_, x_scaler_, y_scaler_, device_
 
     Examples
@@ -343,7 +364,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         With early stopping, the mean validation log-probability of the true
         class after each epoch; else empty.
     validation_indices_ : ndarray of int
-    n_combined_ : int
+    n_combined_, n_split_ : int
         As in :class:`TAGIRegressor`.
     n_features_in_, x_scaler_, device_
 

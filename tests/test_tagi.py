@@ -267,6 +267,51 @@ def test_variance_guard_keeps_over_counted_training_stable(rng):
         assert np.all(arr > 0)
 
 
+def test_large_batches_do_not_overshoot_and_diverge():
+    # The batch-summed update treats a batch's rows as independent evidence, so
+    # where they agree it moves their predictions by up to ~B single-row gains
+    # s_z / (s_z + sigma_v^2).  Without the overshoot check batches of 64 here
+    # made the training RMSE grow past the targets' std (2.7 vs 1.15; on UCI
+    # Boston, batches of 32 reached RMSE ~1e27).  Overshooting batches are
+    # undone and halved, so large batches learn like small ones.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 8))
+    X[:, 4:] += 2 * X[:, :4]
+    y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2] + 0.3 * rng.normal(size=400)
+    reg = TAGIRegressor(batch_size=64, max_epochs=10, random_state=0).fit(X, y)
+    assert reg.n_split_ > 0
+    assert np.sqrt(np.mean((reg.predict(X) - y) ** 2)) < 0.5 * y.std()
+    small = TAGIRegressor(batch_size=10, max_epochs=10, random_state=0).fit(X, y)
+    assert small.n_split_ == 0  # the default batches never needed it here
+
+
+def test_split_batches_agree_between_kernel_and_namespace(strict_xp):
+    xp, asarray = strict_xp
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(64, 3)), rng.normal(size=(64, 2))
+    Y[:, 0] += 2.0 + X[:, 0]  # a shared offset: the rows of a batch agree
+    mask = rng.random((64, 2)) < 0.7
+    order = rng.permutation(64)
+    ref = tagi.init_posterior([3, 16, 8, 2], gain_w=1.0, gain_b=0.1, rng=rng, xp=np)
+    dev = ref.to_namespace(xp)
+    counts, counts_dev = {}, {}
+    kw = dict(batch_size=32)
+    n = tagi.run_epoch(ref, X, Y, 0.01, order=order, obs_mask=mask, counts=counts, **kw)
+    n_dev = tagi.run_epoch(
+        dev,
+        asarray(X),
+        asarray(Y),
+        0.01,
+        order=asarray(order),
+        obs_mask=asarray(mask),
+        counts=counts_dev,
+        **kw,
+    )
+    assert n == n_dev and counts == counts_dev and counts["split"] > 0
+    for a, b in zip(ref.weight_means + ref.weight_vars, dev.weight_means + dev.weight_vars):
+        np.testing.assert_allclose(np.asarray(b), a, rtol=1e-11, atol=1e-14)
+
+
 def test_early_stopping_keeps_the_best_epoch(rng):
     # Few rows and a small sigma_v over-fit after some epochs (tagi.md §6).
     X = rng.uniform(-2, 2, size=(80, 2))
@@ -321,3 +366,13 @@ def test_early_stopping_needs_training_rows():
         TAGIRegressor(early_stopping=True, validation_fraction=0.99).fit(
             np.arange(5.0)[:, None], np.arange(5.0)
         )
+
+
+def test_early_stopping_without_a_finite_score_raises(rng):
+    # Weights of prior scale 1e300 overflow every forward pass: no epoch has a
+    # finite validation score to keep, which must be said, not an AttributeError.
+    X = rng.normal(size=(60, 3))
+    reg = TAGIRegressor(early_stopping=True, gain_w=1e300, max_epochs=3)
+    with np.errstate(all="ignore"):
+        with pytest.raises(ValueError, match="validation score was not finite"):
+            reg.fit(X, X[:, 0])

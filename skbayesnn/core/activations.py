@@ -249,6 +249,12 @@ def linearized_moments(name, mean, var, *, negative_slope=0.01):
     return linearize_unchecked(xp, name, mean, var, slope)
 
 
+def value_unchecked(xp, name, x, slope):
+    """:func:`activation_value` without argument checks, for inner loops
+    (``name``, ``slope`` valid and ``x`` a float64 array)."""
+    return _value(xp, name, x, slope)
+
+
 def linearize_unchecked(xp, name, mean, var, slope):
     """:func:`linearized_moments` without argument checks, for inner loops.
 

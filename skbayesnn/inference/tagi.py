@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._backend import array_namespace, special
-from ..core.activations import jacobian_squared, linearize_unchecked
+from ..core.activations import jacobian_squared, linearize_unchecked, value_unchecked
 from ..core.gaussian import product_normalizer_log
 from ..core.linear import linear_moments
 from ..core.posterior import GaussianMLPPosterior
@@ -130,10 +130,14 @@ def _step(
     zeros,
     xp,
 ):
-    """One TAGI update of the packed layers on a batch; returns the number of
-    parameter updates that used the batch-summed form.  On a GPU this reads one
-    count per layer back to the host, to skip the information-form combination
-    when no parameter needs it."""
+    """One TAGI update of the packed layers on a batch.
+
+    Returns the number of parameter updates that used the batch-summed form and,
+    for :func:`_checked_step`, the weighted squared residual
+    ``sum (y - mu_z)^2 / s_y`` under the pre-update means, the weights
+    ``1 / s_y`` (0 where unobserved) and the gain trace ``sum s_z / s_y``.  On a
+    GPU this reads one count per layer back to the host, to skip the
+    information-form combination when no parameter needs it."""
     z_mean, z_var, inputs, hidden = _forward_packed(
         means, variances, x, x_sq, activations, slope, ones, zeros, xp
     )
@@ -141,11 +145,13 @@ def _step(
     # delta_mu = (mu_z|y - mu_z) / s_z = (y - mu_z) / (s_z + sigma_v^2) and
     # delta_s = (s_z|y - s_z) / s_z^2 = -1 / (s_z + sigma_v^2).
     s_y = z_var + noise_var
-    d_mean = (Y - z_mean) / s_y
+    resid = Y - z_mean
+    d_mean = resid / s_y
     d_var = -1.0 / s_y
     if obs_mask is not None:  # unobserved outputs (classification tree, §8)
         d_mean = xp.where(obs_mask, d_mean, 0.0)
         d_var = xp.where(obs_mask, d_var, 0.0)
+    check = (xp.sum(resid * d_mean), -d_var, -xp.sum(z_var * d_var))
     n_kept = 0
     for l in range(len(means) - 1, -1, -1):
         a_mean, a_sq = inputs[l]
@@ -183,7 +189,89 @@ def _step(
         n_kept = n_kept + n_ok
         if l > 0:
             d_mean, d_var = next_mean, next_var
-    return n_kept
+    return (n_kept, *check)
+
+
+def _sq_residual(means, x, Y, inv_s, activations, slope, ones, xp):
+    """``sum (y - mu_z)^2 * inv_s`` for the packed layers at their means (the
+    mean of the linearised forward pass)."""
+    a = x
+    for l, m in enumerate(means):
+        z = a @ m.T
+        if l == len(means) - 1:
+            break
+        a = _append_column(value_unchecked(xp, activations[l], z, slope), ones, xp)
+    resid = Y - z
+    return xp.sum(resid * resid * inv_s)
+
+
+def _checked_step(
+    means,
+    variances,
+    x,
+    x_sq,
+    Y,
+    noise_var,
+    obs_mask,
+    activations,
+    slope,
+    min_var_ratio,
+    ones,
+    zeros,
+    xp,
+):
+    """:func:`_step` on a batch, undone and split where it overshoots.
+
+    The batch-summed update (tagi.md §4.4) treats the B rows as independent
+    evidence about parameters they all share.  Linearised, it changes the
+    batch's residuals ``r`` to ``(I - C D^-1) r``, with ``C`` the residuals'
+    covariance through the parameters and ``D = diag(s_y)``; in
+    ``u = D^-1/2 r`` that is ``(I - M) u`` with ``M = D^-1/2 C D^-1/2``
+    positive semi-definite.  A single row is the exact one-observation update
+    (Eq. 14, ``M = s_z / s_y < 1``), but where the rows agree the eigenvalues of
+    ``M`` reach about B times that; past 2 the step overshoots, ``sum r^2 / s_y``
+    grows instead of shrinking and batch after batch the means diverge.  So
+    where the summed update increases ``sum r^2 / s_y`` the batch is restored
+    and its halves are processed in turn, the posterior of the first being the
+    prior of the second (recursive learning, §4.4).  No check is needed where
+    the gain trace ``sum s_z / s_y`` is at most 2 (it bounds the eigenvalues
+    of ``M`` up to TAGI's diagonal approximations), e.g. for a single row.
+    Returns ``(n_kept, n_steps, n_split)`` as
+    :func:`tagi_kernel.run_epoch_kernel`.
+    """
+    n_kept, n_steps, n_split = 0, 0, 0
+    stack = [(0, x.shape[0])]
+    while stack:
+        lo, hi = stack.pop()
+        rows = slice(lo, hi)
+        mask = None if obs_mask is None else obs_mask[rows]
+        saved = (list(means), list(variances))  # updates rebind the arrays
+        kept, before, inv_s, trace = _step(
+            means,
+            variances,
+            x[rows],
+            x_sq[rows],
+            Y[rows],
+            noise_var,
+            mask,
+            activations,
+            slope,
+            min_var_ratio,
+            ones,
+            zeros,
+            xp,
+        )
+        if hi - lo > 1 and float(trace) > 2.0:
+            after = _sq_residual(means, x[rows], Y[rows], inv_s, activations, slope, ones, xp)
+            if not bool(after <= before):  # overshoot (or not finite): undo and halve
+                means[:], variances[:] = saved
+                n_split += 1
+                mid = lo + (hi - lo) // 2
+                stack += [(mid, hi), (lo, mid)]
+                continue
+        n_kept = n_kept + kept
+        n_steps += 1
+    return n_kept, n_steps, n_split
 
 
 def _combine_rows(m, v, a_mean, a_sq, d_mean, d_var, min_var_ratio, xp):
@@ -209,7 +297,19 @@ def _combine_rows(m, v, a_mean, a_sq, d_mean, d_var, min_var_ratio, xp):
     return m + shift / prec, 1.0 / prec
 
 
-def run_epoch(posterior, X, Y, noise_var, *, batch_size, order, obs_mask=None, min_var_ratio=1e-3):
+def run_epoch(
+    posterior,
+    X,
+    Y,
+    noise_var,
+    *,
+    batch_size,
+    order,
+    obs_mask=None,
+    min_var_ratio=1e-3,
+    split_overshoot=True,
+    counts=None,
+):
     """One pass over ``X[order]`` in consecutive batches, updating ``posterior``.
 
     Parameters
@@ -229,6 +329,14 @@ def run_epoch(posterior, X, Y, noise_var, *, batch_size, order, obs_mask=None, m
         Variance guard: where a parameter's batch-summed update would leave less
         than this share of its variance, the rows' updates are combined in
         information form instead (:func:`_combine_rows`).
+    split_overshoot : bool, default=True
+        Undo a batch's update where it leaves the batch's squared residual
+        (weighted by ``1 / s_y``) larger than before and process the batch's halves in turn instead
+        (:func:`_checked_step`); False applies every batch's summed update as
+        the reference code does.
+    counts : dict, optional
+        If given, ``counts["split"]`` is increased by the number of batches
+        (or half-batches) undone and split.
 
     Returns
     -------
@@ -241,9 +349,8 @@ def run_epoch(posterior, X, Y, noise_var, *, batch_size, order, obs_mask=None, m
     slope = posterior.negative_slope
     X, Y = X[order], Y[order]
     mask = None if obs_mask is None else obs_mask[order]
-    n_batches = -(-X.shape[0] // batch_size)
     if _use_kernel(X, Y, mask, noise_var):
-        n_kept = tagi_kernel.run_epoch_kernel(
+        n_kept, n_steps, n_split = tagi_kernel.run_epoch_kernel(
             tuple(means),
             tuple(variances),
             X,
@@ -254,16 +361,17 @@ def run_epoch(posterior, X, Y, noise_var, *, batch_size, order, obs_mask=None, m
             np.array([tagi_kernel.ACTIVATION_CODES[a] for a in activations] or [0]),
             float(slope),
             float(min_var_ratio),
+            bool(split_overshoot),
         )
     else:
         ones = xp.ones((batch_size, 1))
         zeros = xp.zeros((batch_size, 1))
         X = _append_column(X, xp.ones((X.shape[0], 1)), xp)
         X_sq = X * X
-        n_kept = 0
+        n_kept, n_steps, n_split = 0, 0, 0
         for start in range(0, X.shape[0], batch_size):
             rows = slice(start, start + batch_size)
-            n_kept = n_kept + _step(
+            args = (
                 means,
                 variances,
                 X[rows],
@@ -278,9 +386,16 @@ def run_epoch(posterior, X, Y, noise_var, *, batch_size, order, obs_mask=None, m
                 zeros,
                 xp,
             )
+            if split_overshoot:
+                kept, steps, split = _checked_step(*args)
+            else:
+                kept, steps, split = _step(*args)[0], 1, 0
+            n_kept, n_steps, n_split = n_kept + kept, n_steps + steps, n_split + split
     _unpack(posterior, means, variances)
+    if counts is not None:
+        counts["split"] = counts.get("split", 0) + int(n_split)
     n_params = sum(m.size for m in means)
-    return n_batches * n_params - int(n_kept)
+    return n_steps * n_params - int(n_kept)
 
 
 def _use_kernel(X, Y, mask, noise_var):
@@ -294,8 +409,9 @@ def _use_kernel(X, Y, mask, noise_var):
 
 def update(posterior, X, Y, noise_var, *, obs_mask=None, min_var_ratio=1e-3):
     """One TAGI step on the whole batch ``(X, Y)``: forward, output conditioning,
-    backward update (see :func:`run_epoch`); returns the number of parameter
-    updates combined in information form."""
+    backward update (see :func:`run_epoch`; the batch is never split, so a
+    large batch may overshoot); returns the number of parameter updates
+    combined in information form."""
     xp = array_namespace(X)
     return run_epoch(
         posterior,
@@ -306,6 +422,7 @@ def update(posterior, X, Y, noise_var, *, obs_mask=None, min_var_ratio=1e-3):
         order=xp.arange(X.shape[0]),
         obs_mask=obs_mask,
         min_var_ratio=min_var_ratio,
+        split_overshoot=False,
     )
 
 
