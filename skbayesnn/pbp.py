@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Integral
 
 import numpy as np
 from sklearn.base import _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
@@ -80,7 +82,8 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         A fresh random order of the rows every epoch of ``fit``.
     refine_prior : bool, default=True
         Run the EP sweep over the prior factors after every epoch (and after
-        every ``partial_fit``).
+        every ``partial_fit``).  A sweep that changes the prior's mean weight
+        variance more than 10 fold is discarded (``n_prior_sweeps_rejected_``).
     warm_start : bool, default=False
         When True, ``fit`` continues from the current posterior (another
         ``max_epochs`` epochs, the reference's ``re_train``), keeping the
@@ -121,6 +124,13 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         Noise-Gamma updates discarded because they were invalid.
     n_prior_skipped_ : int
         Prior factors left unchanged by the EP guards.
+    n_prior_sweeps_rejected_ : int
+        EP sweeps over the prior factors discarded because they changed the
+        prior's mean weight variance ``E[1/lambda]`` more than 10 fold (a
+        ``ConvergenceWarning`` says so): with a prior much tighter than the
+        default, or a few rows of little signal, the reference's sweep
+        diverges (pbp.md §3.4, §4.2); those epochs train as with
+        ``refine_prior=False``.
     n_features_in_, n_outputs_, x_scaler_, y_scaler_, device_
 
     See Also
@@ -247,6 +257,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self.n_rejected_ = 0
         self.n_noise_rejected_ = 0
         self.n_prior_skipped_ = 0
+        self.n_prior_sweeps_rejected_ = 0
 
     def _fit_scaled(self, X, Y, xp, rng):
         self._init_online(X.shape[1], Y.shape[1], xp, rng)
@@ -255,9 +266,11 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     def _train(self, X, Y, xp, rng):
         """``max_epochs`` epochs on standardised data, from the current state."""
         n = X.shape[0]
+        rejected = self.n_prior_sweeps_rejected_
         for _ in range(self.max_epochs):
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             self._run_epoch(X, Y, order, xp)
+        self._warn_rejected_sweeps(self.n_prior_sweeps_rejected_ - rejected)
         self._log(
             f"trained {self.n_iter_} epochs; noise variance {self.noise_variance_:.4g}; "
             f"{self.n_rejected_} weight updates rejected"
@@ -266,7 +279,21 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     def _partial_fit_scaled(self, X, Y, xp, rng):
         # One pass over the batch in the given order (plus the EP sweep), as one
         # epoch of fit with shuffle=False would do.
+        rejected = self.n_prior_sweeps_rejected_
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
+        self._warn_rejected_sweeps(self.n_prior_sweeps_rejected_ - rejected)
+
+    def _warn_rejected_sweeps(self, n_rejected):
+        if n_rejected:
+            warnings.warn(
+                f"PBPRegressor: {n_rejected} EP sweep(s) over the prior factors changed the "
+                "prior's mean weight variance E[1/lambda] more than 10 fold and were "
+                "discarded; this happens with a weight prior much tighter than the default "
+                "(6, 6) or with a few rows that carry little signal.  Those epochs kept the "
+                "fixed prior, as refine_prior=False would; see n_prior_sweeps_rejected_.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
 
     def _run_epoch(self, X, Y, order, xp):
         self.state_, info = pbp.run_epoch(
@@ -282,6 +309,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self.n_rejected_ += info["n_rejected"]
         self.n_noise_rejected_ += info["n_noise_rejected"]
         self.n_prior_skipped_ += info["n_skipped"]
+        self.n_prior_sweeps_rejected_ += info["prior_sweep_rejected"]
         # log Z of a standardised target; original units: minus log(scale).
         self.log_z_curve_.append(
             info["log_z"] / X.shape[0] - float(np.log(self.y_scaler_.scale_[0]))

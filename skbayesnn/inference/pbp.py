@@ -87,10 +87,14 @@ __all__ = [
     "adf_update",
     "refine_prior",
     "run_epoch",
+    "MAX_PRIOR_SWEEP_RATIO",
 ]
 
 #: A weight update whose new variance is not above this is rejected (pbp.md §4.4).
 MIN_VAR = 1e-100
+#: An EP sweep over the prior factors that changes ``E_q[1/lambda]`` by more
+#: than this factor, either way, is discarded (:func:`run_epoch`).
+MAX_PRIOR_SWEEP_RATIO = 10.0
 # Largest argument given to exp in the Gamma update: beyond it the result would
 # be rejected by the guard anyway, and clipping avoids overflow warnings.
 _MAX_EXP_ARG = 700.0
@@ -797,6 +801,11 @@ def refine_prior(state):
     return replace(state, alpha_prior=a_lam, beta_prior=b_lam, **moved), int(n_skipped)
 
 
+def _prior_mean_variance(state):
+    """``E_q[1/lambda] = beta / (alpha - 1)`` of the prior precision's Gamma."""
+    return float(state.beta_prior) / (float(state.alpha_prior) - 1.0)
+
+
 def run_epoch(
     state, X, y, order, *, batch_size=1, spike_slab=False, min_var=MIN_VAR, refine=True
 ):
@@ -826,14 +835,27 @@ def run_epoch(
     min_var : float, default=1e-100
         Rejection threshold of :func:`apply_adf_step`.
     refine : bool, default=True
-        Run :func:`refine_prior` after the ADF pass.
+        Run :func:`refine_prior` after the ADF pass.  A sweep that changes the
+        prior's mean weight variance ``E_q[1/lambda] = beta / (alpha - 1)`` by
+        more than ``MAX_PRIOR_SWEEP_RATIO`` fold (or to a non-finite value) is
+        discarded and the state after the ADF pass kept, as pbp.md §4.4
+        discards an invalid weight update.  Not in the reference, whose prior
+        is fixed at Gamma(6, 6): the random initial means of §4.2 are held by
+        no prior factor, so where the data add almost no precision the cavity
+        of §3.4 keeps their ``m / v`` over a near-zero precision, a mean of
+        hundreds of prior standard deviations; with a prior tighter than the
+        default the sequential sweep then raised ``E_q[1/lambda]`` 1e2-1e6
+        fold and set the later weights to their cavities (concrete, prior
+        (6, 1): test RMSE 28 against 6.6 without refinement).  At the default
+        prior one sweep moves it at most ~3 fold on the UCI data.
 
     Returns
     -------
     new_state : PBPState
     info : dict
         ``n_rejected`` (weight updates rejected), ``n_noise_rejected`` (Gamma
-        updates discarded), ``n_skipped`` (prior factors skipped), as ints, and
+        updates discarded), ``n_skipped`` (prior factors skipped),
+        ``prior_sweep_rejected`` (1 if the sweep was discarded), as ints, and
         ``log_z`` (the sum of the points' ``log Z`` before their updates).
     """
     arrays = list(state.means) + list(state.variances) + [X, y]
@@ -884,13 +906,19 @@ def run_epoch(
             n_noise = n_noise + res.noise_rejected
             log_z = log_z + res.log_z
     new_state = replace(state, means=means, variances=variances, alpha_noise=a_g, beta_noise=b_g)
-    n_skipped = 0
+    n_skipped, sweep_rejected = 0, 0
     if refine:
-        new_state, n_skipped = refine_prior(new_state)
+        refined, n_skipped = refine_prior(new_state)
+        ratio = _prior_mean_variance(refined) / _prior_mean_variance(new_state)
+        if math.isfinite(ratio) and 1.0 / MAX_PRIOR_SWEEP_RATIO <= ratio <= MAX_PRIOR_SWEEP_RATIO:
+            new_state = refined
+        else:
+            sweep_rejected = 1
     info = dict(
         n_rejected=int(n_rejected),
         n_noise_rejected=int(n_noise),
         n_skipped=n_skipped,
+        prior_sweep_rejected=sweep_rejected,
         log_z=float(log_z),
     )
     return new_state, info
