@@ -71,13 +71,13 @@ def _fit_standard_scaler(values, name):
     standard deviation of a column is not finite in float64 (values near
     1e154 and beyond, whose squares overflow): a model fitted on such scaling
     would predict NaN."""
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         scaler = StandardScaler().fit(values)
-    _check_scaling(scaler, name)
+    _check_scaling(scaler, name, values)
     return scaler
 
 
-def _check_scaling(scaler, name):
+def _check_scaling(scaler, name, values=None):
     bad = ~(np.isfinite(scaler.mean_) & np.isfinite(scaler.scale_))
     if np.any(bad):
         columns = np.flatnonzero(bad).tolist()
@@ -85,6 +85,18 @@ def _check_scaling(scaler, name):
             f"{name} cannot be standardised in float64: the mean or standard deviation of "
             f"column(s) {columns} overflows.  Rescale {name} (e.g. divide by a power of ten)."
         )
+    if values is not None:
+        # StandardScaler gives a column of zero variance scale 1; one whose values
+        # differ but whose variance underflows (values near 1e-170) would then
+        # look constant to the model.
+        varies = np.max(values, axis=0) > np.min(values, axis=0)
+        underflow = varies & (scaler.var_ == 0)
+        if np.any(underflow):
+            raise ValueError(
+                f"{name} cannot be standardised in float64: column(s) "
+                f"{np.flatnonzero(underflow).tolist()} vary but their variance underflows "
+                f"to 0.  Rescale {name} (e.g. multiply by a power of ten)."
+            )
 
 
 def check_hidden_layer_sizes(hidden_layer_sizes):
@@ -196,11 +208,21 @@ class _BayesianEstimatorMixin:
                 if name in self.__dict__:
                     self.__dict__[name] = _to_namespace(self.__dict__[name], xp)
 
+    #: Private attributes that fitting sets besides the ``name_`` ones.
+    _fitted_private = ("_rng", "_y_ndim")
+
     def _clear_fitted(self):
-        """Forget everything learned (used when a first ``partial_fit`` fails)."""
+        """Forget everything learned (when a fit or a first ``partial_fit`` fails).
+
+        Fitted attributes (``name_``, and :attr:`_fitted_private`) only: the
+        parameters and the estimator's configuration, e.g. its metadata
+        requests (``set_score_request``), stay.
+        """
         params = set(self.get_params(deep=False))
-        for name in [k for k in self.__dict__ if k not in params]:
-            del self.__dict__[name]
+        for name in list(self.__dict__):
+            fitted = name.endswith("_") and not name.startswith("__")
+            if name not in params and (fitted or name in self._fitted_private):
+                del self.__dict__[name]
 
 
 class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimator):

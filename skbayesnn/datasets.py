@@ -225,13 +225,14 @@ def _read_indices(path, *, n_max, what, allow_empty=False):
         raise ValueError(f"{path} is empty; it must list the {what}.")
     if not np.all(np.isfinite(values)) or np.any(values != np.round(values)):
         raise ValueError(f"{path} must hold integer {what}; found non-integer values.")
-    idx = values.astype(np.intp)
-    bad = (idx < 0) | (idx >= n_max)
+    # range-checked before the integer cast, so a huge value is reported as read
+    bad = (values < 0) | (values >= n_max)
     if np.any(bad):
         raise ValueError(
-            f"{path} holds {what} out of range: {idx[bad][:5].tolist()} "
+            f"{path} holds {what} out of range: {[int(v) for v in values[bad][:5]]} "
             f"(valid indices are 0 to {n_max - 1})."
         )
+    idx = values.astype(np.intp)
     uniq, counts = np.unique(idx, return_counts=True)
     if np.any(counts > 1):
         raise ValueError(f"{path} repeats {what}: {uniq[counts > 1][:5].tolist()}.")

@@ -60,10 +60,12 @@ class _MessagePassingMixin:
 
     def _prior_var(self, n_layers):
         """``prior_var`` as None, a float or one positive float per weight layer."""
-        if self.prior_var is None or np.ndim(self.prior_var) == 0:
-            return self.prior_var
+        if self.prior_var is None:
+            return None
         prior_var = np.asarray(self.prior_var, dtype=np.float64)
-        if prior_var.shape != (n_layers,) or not np.all(prior_var > 0):
+        if prior_var.ndim == 0:  # a float (checked by the constraints) or a 0-d array
+            prior_var = np.full(n_layers, prior_var)
+        if prior_var.shape != (n_layers,) or not np.all(np.isfinite(prior_var) & (prior_var > 0)):
             raise ValueError(
                 f"prior_var must be a positive float or {n_layers} positive floats, one per "
                 f"weight layer; got {self.prior_var!r}."
@@ -114,9 +116,9 @@ class _MessagePassingMixin:
             if not network.is_finite(self.state_):
                 raise ValueError(
                     f"{type(self).__name__} training diverged: the weight posterior is not "
-                    f"finite after epoch {self.n_iter_}.  The messages overflow with a very "
-                    f"small noise_std (here {self.noise_std!r}) or extreme inputs; increase "
-                    "noise_std or rescale the data."
+                    f"finite after epoch {self.n_iter_}.  The messages overflow with extreme "
+                    "inputs, or with a very small noise_std where the likelihood uses it "
+                    f"(here {self.noise_std!r}); rescale the data or increase noise_std."
                 )
             self._log(f"epoch {self.n_iter_}", level=2)
         self._log(
@@ -134,11 +136,22 @@ class _MessagePassingMixin:
         """One ``partial_fit`` call: new slots, visited once, then folded into the
         single slot of all online data (``network.fold_slots``), so memory and
         time per call do not grow with the number of calls."""
-        first_new = self.state_.n_slots
-        self._train_new(X, T, xp, rng, 1, first_visit=True)
-        if self.state_.online_slot is None:
-            self.state_.online_slot = first_new
-        network.fold_slots(self.state_, self.state_.online_slot)
+        st = self.state_
+        first_new, n_iter, n_fallback = st.n_slots, self.n_iter_, st.n_fallback
+        try:
+            self._train_new(X, T, xp, rng, 1, first_visit=True)
+        except Exception:
+            # e.g. divergence: drop this call's slots, so the model is the one
+            # before the call (later calls and predictions still work)
+            for slots in (st.slots_w, st.slots_b):
+                for layer_slots in slots:
+                    del layer_slots[first_new:]
+            network.recompute_posterior(st)
+            self.n_iter_, st.n_fallback = n_iter, n_fallback
+            raise
+        if st.online_slot is None:
+            st.online_slot = first_new
+        network.fold_slots(st, st.online_slot)
 
     def memory_bytes(self, n_samples):
         """Message storage of a fit on ``n_samples`` rows, in bytes.

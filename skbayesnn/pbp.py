@@ -127,10 +127,11 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     n_prior_sweeps_rejected_ : int
         EP sweeps over the prior factors discarded because they changed the
         prior's mean weight variance ``E[1/lambda]`` more than 10 fold (a
-        ``ConvergenceWarning`` says so): with a prior much tighter than the
-        default, or a few rows of little signal, the reference's sweep
-        diverges (pbp.md §3.4, §4.2); those epochs train as with
-        ``refine_prior=False``.
+        ``ConvergenceWarning`` says so the first time): with a prior much
+        tighter than the default, or epochs of few rows (small ``partial_fit``
+        batches), the reference's sweep diverges (pbp.md §3.4, §4.2); those
+        epochs train as with ``refine_prior=False``.  Full fits on the UCI
+        data at the default prior discard none.
     n_features_in_, n_outputs_, x_scaler_, y_scaler_, device_
 
     See Also
@@ -270,7 +271,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         for _ in range(self.max_epochs):
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             self._run_epoch(X, Y, order, xp)
-        self._warn_rejected_sweeps(self.n_prior_sweeps_rejected_ - rejected)
+        self._warn_rejected_sweeps(rejected)
         self._log(
             f"trained {self.n_iter_} epochs; noise variance {self.noise_variance_:.4g}; "
             f"{self.n_rejected_} weight updates rejected"
@@ -281,16 +282,19 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         # epoch of fit with shuffle=False would do.
         rejected = self.n_prior_sweeps_rejected_
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
-        self._warn_rejected_sweeps(self.n_prior_sweeps_rejected_ - rejected)
+        self._warn_rejected_sweeps(rejected)
 
-    def _warn_rejected_sweeps(self, n_rejected):
-        if n_rejected:
+    def _warn_rejected_sweeps(self, before):
+        """Warn the first time a sweep is discarded since the model was set up
+        (``fit``, or the first ``partial_fit``), not at every call."""
+        if before == 0 and self.n_prior_sweeps_rejected_ > 0:
             warnings.warn(
-                f"PBPRegressor: {n_rejected} EP sweep(s) over the prior factors changed the "
-                "prior's mean weight variance E[1/lambda] more than 10 fold and were "
-                "discarded; this happens with a weight prior much tighter than the default "
-                "(6, 6) or with a few rows that carry little signal.  Those epochs kept the "
-                "fixed prior, as refine_prior=False would; see n_prior_sweeps_rejected_.",
+                "PBPRegressor: an EP sweep over the prior factors changed the prior's mean "
+                "weight variance E[1/lambda] more than 10 fold and was discarded (that epoch "
+                "kept the prior as it was, as refine_prior=False would).  This happens when "
+                "the rows of an epoch or partial_fit call say little about the weights (few "
+                "rows, small online batches) or the prior is much tighter than the default "
+                "(6, 6); n_prior_sweeps_rejected_ counts the discarded sweeps.",
                 ConvergenceWarning,
                 stacklevel=3,
             )

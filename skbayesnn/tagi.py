@@ -118,8 +118,7 @@ class _TAGIMixin:
         )
 
     def _run_epoch(self, X, Y, order, xp, obs_mask=None):
-        counts = {"split": 0}
-        self.n_combined_ += tagi.run_epoch(
+        n_combined, n_split = tagi.run_epoch(
             self.posterior_,
             X,
             Y,
@@ -127,9 +126,9 @@ class _TAGIMixin:
             batch_size=self.batch_size,
             order=xp.asarray(order),
             obs_mask=obs_mask,
-            counts=counts,
         )
-        self.n_split_ += counts["split"]
+        self.n_combined_ += n_combined
+        self.n_split_ += n_split
 
 
 class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
@@ -198,8 +197,10 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     n_iter_ : int
         Epochs run (``fit`` and ``partial_fit`` calls together).
     best_epoch_ : int
-        With early stopping, the epoch whose posterior was kept (1-based); else
-        ``n_iter_``.
+        With early stopping, the epoch of ``fit`` whose posterior was kept
+        (1-based); else the epochs of the last ``fit`` (later ``partial_fit``
+        calls add to ``n_iter_`` only; a model trained by ``partial_fit``
+        alone has none).
     validation_scores_ : list of float
         With early stopping, the mean validation log-likelihood per row after
         each epoch, in the target's original units; else empty.

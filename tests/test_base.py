@@ -256,10 +256,13 @@ def test_parameters_read_at_prediction_are_checked_there(rng, make, param):
     ],
 )
 @pytest.mark.parametrize("scaled", ["X", "y"])
-def test_values_whose_variance_overflows_are_refused_at_fit(rng, make, scaled):
+@pytest.mark.parametrize("factor", [1e200, 1e-170])
+def test_values_whose_variance_overflows_are_refused_at_fit(rng, make, scaled, factor):
     # Columns near 1e200 are finite, so validation accepts them, but their
     # variance overflows float64: the standardisation would be NaN and every
-    # prediction with it.  fit must say which input to rescale.
+    # prediction with it.  Near 1e-170 the variance underflows to 0, and the
+    # scaler's scale 1 would make the column look constant (R^2 = 0 silently).
+    # fit must say which input to rescale.
     model = make()
     X = rng.normal(size=(30, 2))
     y = X[:, 0] - X[:, 1]
@@ -267,7 +270,7 @@ def test_values_whose_variance_overflows_are_refused_at_fit(rng, make, scaled):
         if scaled == "y":
             pytest.skip("labels are not standardised")
         y = (y > 0).astype(int)
-    X, y = (X * 1e200, y) if scaled == "X" else (X, y * 1e200)
+    X, y = (X * factor, y) if scaled == "X" else (X, y * factor)
     with pytest.raises(ValueError, match=f"{scaled} cannot be standardised"):
         model.fit(X, y)
     assert not hasattr(model, "n_features_in_")  # a failed fit leaves it unfitted
@@ -278,3 +281,19 @@ def test_values_whose_variance_overflows_are_refused_at_fit(rng, make, scaled):
             model.partial_fit(X, y, classes=[0, 1])
         else:
             model.partial_fit(X, y)
+
+
+def test_failed_fit_clears_fitted_state_but_keeps_the_configuration(rng):
+    # A fit that fails leaves no half-fitted model, but the estimator's own
+    # configuration (its parameters, metadata requests) stays.
+    import sklearn
+
+    X = rng.normal(size=(30, 2))
+    with sklearn.config_context(enable_metadata_routing=True):
+        reg = MessagePassingRegressor((4,), max_epochs=1).fit(X, X[:, 0])
+        reg.set_score_request(sample_weight=True)
+        with pytest.raises(ValueError, match="cannot be standardised"):
+            reg.fit(X * 1e200, X[:, 0])
+        assert not hasattr(reg, "state_") and not hasattr(reg, "_rng")
+        assert reg.get_metadata_routing().score.requests == {"sample_weight": True}
+        assert reg.get_params()["hidden_layer_sizes"] == (4,)

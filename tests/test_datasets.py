@@ -422,6 +422,8 @@ def _corrupt(folder, fname, text):
 CORRUPTIONS = {
     "train index out of range": ("index_train_0.txt", "0\n1\n30\n", "out of range"),
     "negative test index": ("index_test_0.txt", "-1\n5\n", "out of range"),
+    # reported as read, not as the integer cast's overflow (-9223372036854775808)
+    "huge test index": ("index_test_0.txt", "1e20\n5\n", r"range: \[100000000000000000000\]"),
     "overlapping train/test": ("index_test_0.txt", None, "overlap"),
     "repeated train index": ("index_train_0.txt", "3\n4\n3\n", "repeats"),
     "non-integer index": ("index_train_0.txt", "1.5\n2\n", "integer"),

@@ -67,8 +67,8 @@ def test_tagi_epoch_on_gpu_matches_the_cpu_kernel():
     cpu = tagi.init_posterior([3, 16, 8, 2], gain_w=1.0, gain_b=0.1, rng=rng, xp=np)
     gpu = cpu.to_namespace(cupy)
     kw = dict(batch_size=8, min_var_ratio=0.9)
-    n_cpu = tagi.run_epoch(cpu, X, Y, 0.1, order=order, obs_mask=mask, **kw)
-    n_gpu = tagi.run_epoch(
+    n_cpu, _ = tagi.run_epoch(cpu, X, Y, 0.1, order=order, obs_mask=mask, **kw)
+    n_gpu, _ = tagi.run_epoch(
         gpu,
         cupy.asarray(X),
         cupy.asarray(Y),

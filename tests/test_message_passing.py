@@ -220,11 +220,28 @@ def test_parameter_errors_name_the_parameter(rng):
         reg = MessagePassingRegressor((4,), max_epochs=1, n_iter_per_batch=lambda e, b=bad: b)
         with pytest.raises(ValueError, match=r"n_iter_per_batch\(1\) must return a positive int"):
             reg.fit(X, y)
-    for bad in ([0.1], [0.1, 0.2, 0.3], [0.1, -1.0]):
+    for bad in ([0.1], [0.1, 0.2, 0.3], [0.1, -1.0], [0.1, np.inf], np.array(-1.0)):
         with pytest.raises(ValueError, match="prior_var must be"):
             MessagePassingRegressor((4,), max_epochs=1, prior_var=bad).fit(X, y)
     with pytest.raises(ValueError, match="classes must be a 1-D"):
         MessagePassingClassifier((4,)).partial_fit(X, (y > 0).astype(int), classes=[[0, 1]])
+
+
+def test_failed_partial_fit_leaves_the_previous_model(rng):
+    # A call that diverges raises; its slots are dropped, so the model is the one
+    # before the call: it predicts as before, and later calls train normally and
+    # keep one online slot.
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=200)
+    reg = MessagePassingRegressor((8,), batch_size=40, max_epochs=2, random_state=0)
+    reg.fit(X[:120], y[:120]).partial_fit(X[120:160], y[120:160])
+    before, n_slots, n_iter = reg.predict(X), reg.state_.n_slots, reg.n_iter_
+    with pytest.raises(ValueError, match="diverged"):
+        reg.partial_fit(X[160:] * 1e150, y[160:])
+    assert reg.state_.n_slots == n_slots and reg.n_iter_ == n_iter
+    np.testing.assert_allclose(reg.predict(X), before, rtol=1e-10)
+    reg.partial_fit(X[160:], y[160:])
+    assert reg.state_.n_slots == n_slots and np.all(np.isfinite(reg.predict(X)))
 
 
 def test_prior_var_per_layer(rng):
@@ -235,9 +252,12 @@ def test_prior_var_per_layer(rng):
     reg = MessagePassingRegressor((4, 5), max_epochs=1, prior_var=(0.3, 0.2, 0.1)).fit(X, X[:, 0])
     for (tau, rho), v in zip(reg.state_.prior_w, (0.3, 0.2, 0.1)):
         np.testing.assert_allclose(from_natural(tau, rho)[1], v, rtol=1e-12)
+    reg.set_params(prior_var=np.array(0.4)).fit(X, X[:, 0])  # a 0-d array: one for all
+    for tau, rho in reg.state_.prior_w:
+        np.testing.assert_allclose(from_natural(tau, rho)[1], 0.4, rtol=1e-12)
 
 
-def test_argmax_proba_is_chunked_by_working_memory(rng):
+def test_argmax_proba_is_chunked_by_working_memory(rng, monkeypatch):
     # (n, K, K) pairwise terms go in row chunks that fit sklearn's working_memory;
     # chunking must not change the probabilities.
     import sklearn
@@ -246,7 +266,16 @@ def test_argmax_proba_is_chunked_by_working_memory(rng):
 
     mean, var = rng.normal(size=(500, 40)), rng.uniform(0.1, 2.0, size=(500, 40))
     whole = likelihood.argmax_proba(mean, var)
+    rows = []
+    chunk = likelihood._argmax_proba_rows
+
+    def counting(xp, m, v, noise_var):
+        rows.append(m.shape[0])
+        return chunk(xp, m, v, noise_var)
+
+    monkeypatch.setattr(likelihood, "_argmax_proba_rows", counting)
     with sklearn.config_context(working_memory=0.5):  # 0.5 MiB: 10 rows of 40 x 40
         chunked = likelihood.argmax_proba(mean, var)
+    assert rows == [10] * 50
     np.testing.assert_allclose(chunked, whole, rtol=1e-14, atol=0)
     np.testing.assert_allclose(whole.sum(axis=1), 1.0, rtol=1e-12)

@@ -1,6 +1,7 @@
 """PBPRegressor (skbayesnn.pbp)."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -313,3 +314,12 @@ def test_prior_sweep_that_diverges_is_discarded_with_a_warning():
     assert rmse(tight) < 1.1 * rmse(fixed) < 0.6
     default = PBPRegressor(**kw).fit(X, y)
     assert default.n_prior_sweeps_rejected_ == 0
+    # Online batches of 10 rows: some sweeps are discarded at the default prior
+    # too; one warning for the model, not one per call.
+    online = PBPRegressor((50,), random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(0, 400, 10):
+            online.partial_fit(X[k : k + 10], y[k : k + 10])
+    assert online.n_prior_sweeps_rejected_ > 1
+    assert sum(issubclass(w.category, ConvergenceWarning) for w in caught) == 1

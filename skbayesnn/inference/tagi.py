@@ -308,7 +308,6 @@ def run_epoch(
     obs_mask=None,
     min_var_ratio=1e-3,
     split_overshoot=True,
-    counts=None,
 ):
     """One pass over ``X[order]`` in consecutive batches, updating ``posterior``.
 
@@ -331,17 +330,16 @@ def run_epoch(
         information form instead (:func:`_combine_rows`).
     split_overshoot : bool, default=True
         Undo a batch's update where it leaves the batch's squared residual
-        (weighted by ``1 / s_y``) larger than before and process the batch's halves in turn instead
-        (:func:`_checked_step`); False applies every batch's summed update as
-        the reference code does.
-    counts : dict, optional
-        If given, ``counts["split"]`` is increased by the number of batches
-        (or half-batches) undone and split.
+        (weighted by ``1 / s_y``) larger than before and process the batch's
+        halves in turn instead (:func:`_checked_step`); False applies every
+        batch's summed update as the reference code does.
 
     Returns
     -------
     n_combined : int
         Parameter updates that used the information-form combination.
+    n_split : int
+        Batches (or half-batches) undone and split.
     """
     xp = array_namespace(X, Y)
     means, variances = _pack(posterior, xp)
@@ -392,10 +390,8 @@ def run_epoch(
                 kept, steps, split = _step(*args)[0], 1, 0
             n_kept, n_steps, n_split = n_kept + kept, n_steps + steps, n_split + split
     _unpack(posterior, means, variances)
-    if counts is not None:
-        counts["split"] = counts.get("split", 0) + int(n_split)
     n_params = sum(m.size for m in means)
-    return n_steps * n_params - int(n_kept)
+    return n_steps * n_params - int(n_kept), int(n_split)
 
 
 def _use_kernel(X, Y, mask, noise_var):
@@ -413,7 +409,7 @@ def update(posterior, X, Y, noise_var, *, obs_mask=None, min_var_ratio=1e-3):
     large batch may overshoot); returns the number of parameter updates
     combined in information form."""
     xp = array_namespace(X)
-    return run_epoch(
+    n_combined, _ = run_epoch(
         posterior,
         X,
         Y,
@@ -424,6 +420,7 @@ def update(posterior, X, Y, noise_var, *, obs_mask=None, min_var_ratio=1e-3):
         min_var_ratio=min_var_ratio,
         split_overshoot=False,
     )
+    return n_combined
 
 
 def mean_log_likelihood(posterior, X, Y, noise_var):

@@ -153,6 +153,21 @@ def test_kernel_leaky_relu_messages_match_the_array_functions(alpha):
     good = ((np.abs(zm) <= 3.0) & (zv >= 0.5) & (zv <= 4.0) & (np.abs(am) <= 5.0)
             & (ra >= 0.3) & (ra <= 30.0))
     assert good.sum() == 90
+    # the mixture of the two parts, relative and general paths, log normaliser
+    # included, where both parts carry mass (|delta| < 1) as well as where one does
+    rel, gen = [], []
+    for r in zip(zm, zv, ta, ra):
+        if not r[3] > 0:
+            continue
+        d, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n = kernel._tilted_relative(*r, alpha)
+        if not np.isfinite(d):
+            continue
+        rel.append(kernel._mixture_relative(d, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n) + (d,))
+        lw_p, lw_n, e_p, e_n, v_p, v_n = kernel._tilted(*r, alpha)
+        gen.append(kernel._mixture2(lw_p, lw_n, e_p, e_n, v_p, v_n)[:3])
+    rel, gen = np.array(rel), np.array(gen)
+    assert np.sum(np.abs(rel[:, 3]) < 1.0) >= 20
+    np.testing.assert_allclose(rel[:, 2], gen[:, 2], rtol=1e-12, atol=1e-12)
     # the forward guard m0 > 1e-8 (§5.6 (b)) flips at the same backward mean
     # (z ~ N(-10, 0.1), a's message of precision 1 at a_mean: the mass falls
     # below 1e-8 as a_mean leaves the image of z, before other guards fire)
