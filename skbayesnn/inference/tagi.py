@@ -205,21 +205,7 @@ def _sq_residual(means, x, Y, inv_s, activations, slope, ones, xp):
     return xp.sum(resid * resid * inv_s)
 
 
-def _checked_step(
-    means,
-    variances,
-    x,
-    x_sq,
-    Y,
-    noise_var,
-    obs_mask,
-    activations,
-    slope,
-    min_var_ratio,
-    ones,
-    zeros,
-    xp,
-):
+def _checked_step(step, residual, means, variances, x, x_sq, Y, obs_mask):
     """:func:`_step` on a batch, undone and split where it overshoots.
 
     The batch-summed update (tagi.md §4.4) treats the B rows as independent
@@ -236,6 +222,9 @@ def _checked_step(
     prior of the second (recursive learning, §4.4).  No check is needed where
     the gain trace ``sum s_z / s_y`` is at most 2 (it bounds the eigenvalues
     of ``M`` up to TAGI's diagonal approximations), e.g. for a single row.
+    ``step(x, x_sq, Y, obs_mask)`` is :func:`_step` on the given rows (it
+    rebinds the arrays of the lists ``means``, ``variances``) and
+    ``residual(x, Y, inv_s)`` :func:`_sq_residual` at the current means.
     Returns ``(n_kept, n_steps, n_split)`` as
     :func:`tagi_kernel.run_epoch_kernel`.
     """
@@ -246,23 +235,9 @@ def _checked_step(
         rows = slice(lo, hi)
         mask = None if obs_mask is None else obs_mask[rows]
         saved = (list(means), list(variances))  # updates rebind the arrays
-        kept, before, inv_s, trace = _step(
-            means,
-            variances,
-            x[rows],
-            x_sq[rows],
-            Y[rows],
-            noise_var,
-            mask,
-            activations,
-            slope,
-            min_var_ratio,
-            ones,
-            zeros,
-            xp,
-        )
+        kept, before, inv_s, trace = step(x[rows], x_sq[rows], Y[rows], mask)
         if hi - lo > 1 and float(trace) > 2.0:
-            after = _sq_residual(means, x[rows], Y[rows], inv_s, activations, slope, ones, xp)
+            after = residual(x[rows], Y[rows], inv_s)
             if not bool(after <= before):  # overshoot (or not finite): undo and halve
                 means[:], variances[:] = saved
                 n_split += 1
@@ -367,27 +342,21 @@ def run_epoch(
         X = _append_column(X, xp.ones((X.shape[0], 1)), xp)
         X_sq = X * X
         n_kept, n_steps, n_split = 0, 0, 0
+
+        def step(x, x_sq, Y, obs_mask):
+            return _step(means, variances, x, x_sq, Y, noise_var, obs_mask, activations, slope,
+                         min_var_ratio, ones, zeros, xp)
+
+        def residual(x, Y, inv_s):
+            return _sq_residual(means, x, Y, inv_s, activations, slope, ones, xp)
+
         for start in range(0, X.shape[0], batch_size):
             rows = slice(start, start + batch_size)
-            args = (
-                means,
-                variances,
-                X[rows],
-                X_sq[rows],
-                Y[rows],
-                noise_var,
-                None if mask is None else mask[rows],
-                activations,
-                slope,
-                min_var_ratio,
-                ones,
-                zeros,
-                xp,
-            )
+            batch = (X[rows], X_sq[rows], Y[rows], None if mask is None else mask[rows])
             if split_overshoot:
-                kept, steps, split = _checked_step(*args)
+                kept, steps, split = _checked_step(step, residual, means, variances, *batch)
             else:
-                kept, steps, split = _step(*args)[0], 1, 0
+                kept, steps, split = step(*batch)[0], 1, 0
             n_kept, n_steps, n_split = n_kept + kept, n_steps + steps, n_split + split
     _unpack(posterior, means, variances)
     n_params = sum(m.size for m in means)

@@ -188,6 +188,26 @@ def _normalizer_log(mean1, var1, mean2, var2):
 
 
 @njit(cache=True, error_model="numpy")
+def _two_component_moments(w0, w1, m0, m1, v0, v1):
+    """Mean and (centred) variance of ``w0 N(m0, v0) + w1 N(m1, v1)`` for
+    normalised weights; a zero-weight component is ignored entirely (its
+    moments may be infinite), as in ``moment_match_mixture``."""
+    mean = 0.0
+    if w0 > 0.0:
+        mean += w0 * m0
+    if w1 > 0.0:
+        mean += w1 * m1
+    var = 0.0
+    if w0 > 0.0:
+        dev = m0 - mean
+        var += w0 * (v0 + dev * dev)
+    if w1 > 0.0:
+        dev = m1 - mean
+        var += w1 * (v1 + dev * dev)
+    return mean, var
+
+
+@njit(cache=True, error_model="numpy")
 def _mixture2(lw0, lw1, m0, m1, v0, v1):
     """Mixture weights and moment match of two components (``_mixture_weights`` and
     ``moment_match_mixture``).  Returns ``(mean, var, log_m0, finite)``."""
@@ -209,18 +229,7 @@ def _mixture2(lw0, lw1, m0, m1, v0, v1):
     den = total if has_mass else 1.0
     w0 = w0 / den
     w1 = w1 / den
-    mean = 0.0
-    if w0 > 0.0:
-        mean += w0 * m0
-    if w1 > 0.0:
-        mean += w1 * m1
-    var = 0.0
-    if w0 > 0.0:
-        dev = m0 - mean
-        var += w0 * (v0 + dev * dev)
-    if w1 > 0.0:
-        dev = m1 - mean
-        var += w1 * (v1 + dev * dev)
+    mean, var = _two_component_moments(w0, w1, m0, m1, v0, v1)
     if not has_mass:
         mean = 0.0
         var = math.inf
@@ -231,8 +240,11 @@ def _mixture2(lw0, lw1, m0, m1, v0, v1):
 # (leaky) ReLU factor (§5.6)
 # ----------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy")
-def _tilted(z_mean, z_var, tau_a, rho_a, alpha):
-    """``leaky_relu_tilted``: log masses, means and variances of the two parts."""
+def _tilted_parts(z_mean, z_var, tau_a, rho_a, alpha):
+    """The two truncated parts of ``leaky_relu_tilted`` before their Gaussian
+    normalisers: ``(lm_p, lm_n, e_p, e_n, v_p, v_n, a_mean, a_var)``, the log
+    truncation masses, means and variances of ``z`` in each part, and the
+    moments of the backward message of ``a``."""
     tau_z = z_mean / z_var
     rho_z = 1.0 / z_var
     a_mean = tau_a / rho_a
@@ -240,12 +252,21 @@ def _tilted(z_mean, z_var, tau_a, rho_a, alpha):
     rho_p = rho_z + rho_a
     m_p = (tau_z + tau_a) / rho_p
     lm_p, e_p, v_p = _trunc_moments(m_p, 1.0 / rho_p)
-    lw_p = _normalizer_log(z_mean, z_var, a_mean, a_var) + lm_p
     rho_n = rho_z + alpha * alpha * rho_a
     m_n = (tau_z + alpha * tau_a) / rho_n
     lm_n, e_n, v_n = _trunc_moments(-m_n, 1.0 / rho_n)
+    return lm_p, lm_n, e_p, -e_n, v_p, v_n, a_mean, a_var
+
+
+@njit(cache=True, error_model="numpy")
+def _tilted(z_mean, z_var, tau_a, rho_a, alpha):
+    """``leaky_relu_tilted``: log masses, means and variances of the two parts."""
+    lm_p, lm_n, e_p, e_n, v_p, v_n, a_mean, a_var = _tilted_parts(
+        z_mean, z_var, tau_a, rho_a, alpha
+    )
+    lw_p = _normalizer_log(z_mean, z_var, a_mean, a_var) + lm_p
     lw_n = _normalizer_log(alpha * z_mean, alpha * alpha * z_var, a_mean, a_var) + lm_n
-    return lw_p, lw_n, e_p, -e_n, v_p, v_n
+    return lw_p, lw_n, e_p, e_n, v_p, v_n
 
 
 @njit(cache=True, error_model="numpy")
@@ -270,16 +291,9 @@ def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
     ``sqrt`` and two ``exp`` of :func:`_tilted` and :func:`_mixture2`.  ``delta``
     is not finite where a part is degenerate; callers then take the general path.
     """
-    tau_z = z_mean / z_var
-    rho_z = 1.0 / z_var
-    a_mean = tau_a / rho_a
-    a_var = 1.0 / rho_a
-    rho_p = rho_z + rho_a
-    m_p = (tau_z + tau_a) / rho_p
-    lm_p, e_p, v_p = _trunc_moments(m_p, 1.0 / rho_p)
-    rho_n = rho_z + alpha * alpha * rho_a
-    m_n = (tau_z + alpha * tau_a) / rho_n
-    lm_n, e_n, v_n = _trunc_moments(-m_n, 1.0 / rho_n)
+    lm_p, lm_n, e_p, e_n, v_p, v_n, a_mean, a_var = _tilted_parts(
+        z_mean, z_var, tau_a, rho_a, alpha
+    )
     s_p = z_var + a_var
     d_p = z_mean - a_mean
     s_n = alpha * alpha * z_var + a_var
@@ -287,7 +301,7 @@ def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
     c_p = lm_p - 0.5 * (d_p * d_p / s_p)
     c_n = lm_n - 0.5 * (d_n * d_n / s_n)
     delta = (c_n - c_p) - 0.5 * math.log(s_n / s_p)
-    return delta, c_p, c_n, s_p, s_n, e_p, -e_n, v_p, v_n
+    return delta, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n
 
 
 @njit(cache=True, error_model="numpy")
@@ -307,20 +321,7 @@ def _mixture_relative(delta, c_p, c_n, s_p, s_n, m0, m1, v0, v1):
         w1 = 1.0
         c_top, s_top = c_n, s_n
     total = w0 + w1  # in [1, 2]
-    w0 = w0 / total
-    w1 = w1 / total
-    mean = 0.0
-    if w0 > 0.0:
-        mean += w0 * m0
-    if w1 > 0.0:
-        mean += w1 * m1
-    var = 0.0
-    if w0 > 0.0:
-        dev = m0 - mean
-        var += w0 * (v0 + dev * dev)
-    if w1 > 0.0:
-        dev = m1 - mean
-        var += w1 * (v1 + dev * dev)
+    mean, var = _two_component_moments(w0 / total, w1 / total, m0, m1, v0, v1)
     # log(total exp(c_top) / sqrt(2 pi s_top)) with one log
     log_m0 = c_top - 0.5 * (_LOG_2PI + math.log(s_top / (total * total)))
     return mean, var, log_m0
