@@ -296,6 +296,7 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         self : object
             The fitted estimator.
         """
+        self._clear_fitted()  # a fit starts afresh (no attribute of an earlier fit stays)
         try:
             X, Y = self._validate_training_data(X, y, reset=True, min_samples=2)
             xp = self._start(X)
@@ -474,6 +475,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         -------
         self : object
         """
+        self._clear_fitted()  # a fit starts afresh (no attribute of an earlier fit stays)
         try:
             X, y = self._validate_labels(X, y, reset=True, min_samples=2)
             self._set_classes(y)

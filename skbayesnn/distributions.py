@@ -897,6 +897,18 @@ class GaussianMixturePredictive(_ContinuousMixin):
             if not np.all(res.success):  # cannot happen with a valid bracket
                 raise RuntimeError("GaussianMixturePredictive.ppf: root finding did not converge.")
             out[todo] = res.x
+            # Where q falls in the jump of a point mass (a zero-variance
+            # component), the root finder stops a few ulp left of it, where
+            # cdf < q; the generalised inverse is the point itself.
+            atom = (v[todo] == 0) & (w[todo] > 0)
+            if atom.any():
+                x = out[todo]
+                at = np.where(atom & (m[todo] >= x[:, None]), m[todo], np.inf).min(axis=-1)
+                near = np.isfinite(at) & (at - x <= 1e-9 * (1.0 + np.abs(at)))
+                near[near] = (excess(x[near], todo[near]) < 0) & (
+                    excess(at[near], todo[near]) >= 0
+                )
+                out[todo[near]] = at[near]
         return out.reshape(shape)
 
     def entropy(self):

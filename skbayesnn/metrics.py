@@ -163,8 +163,11 @@ def _weighted_mean(values, sample_weight):
 
 
 def _dist_output(values, n, what):
-    """Validate the per-sample array a distribution method returned."""
+    """Validate the per-sample array a distribution method returned (a 0-d
+    one, from a 0-d distribution shared by all samples, is broadcast)."""
     out = np.asarray(values, dtype=np.float64)
+    if out.ndim == 0:
+        out = np.full(n, float(out))
     if out.size == n and out.ndim > 1:
         out = out.reshape(n)
     if out.shape != (n,):

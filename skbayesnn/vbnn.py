@@ -392,6 +392,11 @@ class VBNNRegressor(BaseBayesianRegressor):
         check_is_fitted(self)
         if not 0.0 < fdr < 1.0:
             raise ValueError(f"fdr must lie in (0, 1), got {fdr!r}.")
+        if hasattr(self, "selected_features_"):
+            raise ValueError(
+                "This model is already a sparse copy made by select_nodes; call "
+                "select_nodes on the fitted model it came from, with the fdr wanted."
+            )
         sparse = copy.deepcopy(self)
         sparse.members_, sparse.kept_masks_, sparse.n_units_, sparse.thresholds_ = [], [], [], []
         features = np.zeros(self.n_features_in_, dtype=bool)

@@ -14,6 +14,7 @@ from skbayesnn.distributions import (
     GaussianMixturePredictive,
     NormalPredictive,
 )
+from skbayesnn.metrics import coverage
 
 RTOL = 1e-12
 N_MC = 200_000  # Monte Carlo draws; comparisons at 5 standard errors (assert_mc_close)
@@ -287,6 +288,27 @@ def test_mixture_ppf_with_point_mass_component():
         assert d.logpdf(0.0)[0] == np.inf
         assert np.isfinite(d.logpdf(10.0)[0])
         assert d.entropy()[0] == -np.inf
+
+
+def test_mixture_ppf_is_the_generalised_inverse_at_point_masses():
+    # Where q falls inside a jump of the cdf, ppf(q) = inf{x: cdf(x) >= q} is the
+    # point mass itself, also when the jump sits in a continuous part (where the
+    # root finder used to stop a few ulp to the left, so that an interval or
+    # coverage left the point out).
+    q = np.linspace(0.01, 0.99, 99)
+    for means, vars_, weights in (
+        ([1.0, 0.0], [0.0, 1.0], [0.5, 0.5]),
+        ([1.0, 0.0], [0.0, 0.0], [0.3, 0.7]),
+        ([-1.0, 2.0, 0.5], [0.0, 0.0, 4.0], [0.2, 0.3, 0.5]),
+    ):
+        d = GaussianMixturePredictive([means], vars_, weights)
+        x = d.ppf(q[:, None])[:, 0]
+        assert np.all(d.cdf(x[:, None])[:, 0] >= q - 1e-12)
+        left = d.cdf(np.nextafter(x, -np.inf)[:, None] - 1e-9 * (1 + np.abs(x))[:, None])
+        assert np.all(left[:, 0] < q)
+    d = GaussianMixturePredictive([[1.0, 0.0]], [0.0, 1.0], [0.5, 0.5])
+    assert d.ppf(0.6)[0] == 1.0
+    assert coverage([1.0], d, 0.2) == 1.0
 
 
 def test_mixture_to_scipy_agrees(rng):

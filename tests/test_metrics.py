@@ -339,6 +339,17 @@ def test_interval_coverage_and_width_by_hand():
     assert M.interval_width(lo[:3], hi[:3], sample_weight=[0, 1, 1]) == pytest.approx(0.75)
 
 
+def test_coverage_of_one_distribution_shared_by_all_samples():
+    # A 0-d predictive applies to every sample, as in nlpd and crps.
+    from skbayesnn.distributions import GaussianMixturePredictive, NormalPredictive
+
+    y = np.array([0.1, 3.0, -0.5, 1.7])
+    z = stats.norm.ppf(0.95)
+    assert M.coverage(y, NormalPredictive(0.0, 1.0), 0.9) == np.mean(np.abs(y) <= z)
+    mix = GaussianMixturePredictive([0.0, 0.0], [1.0, 1.0], [0.5, 0.5])
+    assert M.coverage(y, mix, 0.9) == np.mean(np.abs(y) <= z)
+
+
 N_COV = 20_000
 
 

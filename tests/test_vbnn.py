@@ -133,9 +133,11 @@ def test_every_prior_family_fits(shrinkage, rng):
     assert np.all(np.diff(reg.elbo_history_[1:]) > -1e-8 * np.abs(reg.elbo_history_[2:]))
 
 
-def test_node_selection_drops_irrelevant_inputs_and_predicts_nearly_the_same(rng):
+def test_node_selection_keeps_a_subset_of_units_and_predicts_nearly_the_same(rng):
     # y depends on x0 only; x1..x4 are noise.  At fdr=0.01 the sparse model keeps
-    # a strict subset of the units, all of x0, and predicts within 3% RMSE.
+    # a strict subset of the units and x0, and predicts within 3% RMSE.  (The
+    # noise inputs are usually kept too: their weights' sign probabilities are
+    # near 1 here, so this does not test that irrelevant inputs are dropped.)
     X = rng.normal(size=(250, 5))
     y = np.sin(1.5 * X[:, 0]) + 0.1 * rng.normal(size=250)
     reg = VBNNRegressor((12,), random_state=0).fit(X, y)
@@ -155,6 +157,15 @@ def test_node_selection_drops_irrelevant_inputs_and_predicts_nearly_the_same(rng
     assert sparse_rmse < 1.03 * full_rmse
     # The original model is untouched.
     assert len(reg.members_[0].m[0]) == 12
+    # A sparse copy is not selected again (its masks and inputs are in the pruned
+    # layout), and refitting it gives a plain model without the stale selection.
+    with pytest.raises(ValueError, match="already a sparse copy"):
+        sparse.select_nodes(fdr=0.01)
+    sparse.fit(X[:, :3], y)
+    assert sparse.n_features_in_ == 3
+    for name in ("selected_features_", "kept_masks_", "n_units_", "thresholds_"):
+        assert not hasattr(sparse, name)
+    assert sparse.select_nodes(fdr=0.01).selected_features_.shape == (3,)
 
 
 def test_fdr_threshold_is_the_running_mean_rule():
