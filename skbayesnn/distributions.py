@@ -257,6 +257,12 @@ class _ContinuousMixin:
             raise TypeError(f"len() of a scalar (0-d) {type(self).__name__}")
         return self.shape[0]
 
+    def __iter__(self):
+        # (without it, iteration would fall back on __getitem__ and give [] for 0-d)
+        if not self.shape:
+            raise TypeError(f"iteration over a scalar (0-d) {type(self).__name__}")
+        return (self[i] for i in range(self.shape[0]))
+
 
 # --------------------------------------------------------------------------- Normal
 
@@ -1375,6 +1381,11 @@ class CategoricalPredictive:
         if not self.shape:
             raise TypeError("len() of a scalar (0-d) CategoricalPredictive")
         return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a scalar (0-d) CategoricalPredictive")
+        return (self[i] for i in range(self.shape[0]))
 
     def __getitem__(self, key):
         idx = _batch_index(self.shape, key)

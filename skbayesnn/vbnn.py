@@ -341,7 +341,9 @@ class VBNNRegressor(BaseBayesianRegressor):
         ----------
         X : array-like of shape (n_samples_X, n_features)
         n_samples : int, default=1
-        random_state : int, RandomState instance or None, default=None
+        random_state : int, RandomState or Generator instance or None, default=None
+            A NumPy ``Generator`` is used (and advanced) directly, as by the
+            distributions' ``rvs``; the others seed one as scikit-learn does.
 
         Returns
         -------
@@ -353,8 +355,11 @@ class VBNNRegressor(BaseBayesianRegressor):
         check_scalar(n_samples, "n_samples", Integral, min_val=1)
         Xs, _ = self._scaled_input(X)
         max_iter, tol = self._local_state_params()
-        seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
-        rng = np.random.default_rng(seed)
+        if isinstance(random_state, np.random.Generator):
+            rng = random_state
+        else:
+            seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
+            rng = np.random.default_rng(seed)
         counts = rng.multinomial(n_samples, self.weights_)
         draws = []
         for state, count in zip(self.members_, counts):

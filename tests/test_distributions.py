@@ -153,6 +153,18 @@ def test_normal_slicing_keeps_parts_consistent(normal):
     assert len(normal) == 6 and normal.ndim == 2 and len(normal[1:4]) == 3
     with pytest.raises(TypeError):
         len(NormalPredictive(0.0, 1.0))
+    # iteration goes over the first axis, as for arrays; a 0-d one is not iterable
+    rows = list(normal)
+    assert len(rows) == 6 and all(r.shape == (2,) for r in rows)
+    assert_array_equal(rows[4].mean(), normal.mean()[4])
+    scalars = (
+        NormalPredictive(0.0, 1.0),
+        GaussianMixturePredictive([0.0, 1.0], 1.0, [0.5, 0.5]),
+        CategoricalPredictive([0.2, 0.8]),
+    )
+    for scalar in scalars:
+        with pytest.raises(TypeError, match="iteration"):
+            list(scalar)
     assert "NormalPredictive" in repr(normal) and "(6, 2)" in repr(normal)
 
 
@@ -532,6 +544,7 @@ def test_categorical_to_scipy_and_slicing(rng):
         assert_allclose(sub.mutual_information(), d.mutual_information()[key], rtol=1e-14)
         assert_array_equal(sub.classes, d.classes)
     assert len(d) == 5 and "CategoricalPredictive" in repr(d)
+    assert [row.proba.tolist() for row in d] == d.proba.tolist()
 
 
 def test_categorical_renormalises_within_tolerance():

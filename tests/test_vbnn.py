@@ -91,6 +91,11 @@ def test_sampling_matches_the_predictive(rng):
     assert np.all(np.abs(draws.mean(0) - dist.mean()) < 4 * se)
     again = reg.sample_predictive(X[:3], n_samples=5, random_state=0)
     np.testing.assert_array_equal(again, reg.sample_predictive(X[:3], n_samples=5, random_state=0))
+    # a Generator is used directly: the same seed, the same draws; it advances
+    a = reg.sample_predictive(X[:3], n_samples=5, random_state=np.random.default_rng(7))
+    g = np.random.default_rng(7)
+    np.testing.assert_array_equal(reg.sample_predictive(X[:3], n_samples=5, random_state=g), a)
+    assert not np.array_equal(reg.sample_predictive(X[:3], n_samples=5, random_state=g), a)
     for bad, error in ((0, ValueError), (-1, ValueError), (2.5, TypeError), ("3", TypeError)):
         with pytest.raises(error, match="n_samples"):
             reg.sample_predictive(X[:3], n_samples=bad)
