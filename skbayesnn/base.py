@@ -212,7 +212,8 @@ class _BayesianEstimatorMixin:
     _fitted_private = ("_rng", "_y_ndim")
 
     def _clear_fitted(self):
-        """Forget everything learned (when a fit or a first ``partial_fit`` fails).
+        """Forget everything learned: at the start of ``fit``, and when a fit or
+        a first ``partial_fit`` fails.
 
         Fitted attributes (``name_``, and :attr:`_fitted_private`) only: the
         parameters and the estimator's configuration, e.g. its metadata

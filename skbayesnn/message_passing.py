@@ -143,10 +143,7 @@ class _MessagePassingMixin:
         except Exception:
             # e.g. divergence: drop this call's slots, so the model is the one
             # before the call (later calls and predictions still work)
-            for slots in (st.slots_w, st.slots_b):
-                for layer_slots in slots:
-                    del layer_slots[first_new:]
-            network.recompute_posterior(st)
+            network.drop_slots(st, first_new)
             self.n_iter_, st.n_fallback = n_iter, n_fallback
             raise
         if st.online_slot is None:
@@ -471,8 +468,7 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         return y_index if xp is np else xp.asarray(y_index)
 
     def _fit_scaled(self, X, y_index, xp, rng):
-        self.likelihood_ = self.likelihood
-        self._init_state(X.shape[1], len(self.classes_), xp, rng)
+        self._init_online(X.shape[1], len(self.classes_), xp, rng)
         self._train_new(X, self._labels(y_index, xp), xp, rng, self.max_epochs)
 
     def _partial_fit_scaled(self, X, y_index, xp, rng):

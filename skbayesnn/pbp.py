@@ -267,11 +267,9 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     def _train(self, X, Y, xp, rng):
         """``max_epochs`` epochs on standardised data, from the current state."""
         n = X.shape[0]
-        rejected = self.n_prior_sweeps_rejected_
         for _ in range(self.max_epochs):
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             self._run_epoch(X, Y, order, xp)
-        self._warn_rejected_sweeps(rejected)
         self._log(
             f"trained {self.n_iter_} epochs; noise variance {self.noise_variance_:.4g}; "
             f"{self.n_rejected_} weight updates rejected"
@@ -280,24 +278,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     def _partial_fit_scaled(self, X, Y, xp, rng):
         # One pass over the batch in the given order (plus the EP sweep), as one
         # epoch of fit with shuffle=False would do.
-        rejected = self.n_prior_sweeps_rejected_
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
-        self._warn_rejected_sweeps(rejected)
-
-    def _warn_rejected_sweeps(self, before):
-        """Warn the first time a sweep is discarded since the model was set up
-        (``fit``, or the first ``partial_fit``), not at every call."""
-        if before == 0 and self.n_prior_sweeps_rejected_ > 0:
-            warnings.warn(
-                "PBPRegressor: an EP sweep over the prior factors changed the prior's mean "
-                "weight variance E[1/lambda] more than 10 fold and was discarded (that epoch "
-                "kept the prior as it was, as refine_prior=False would).  This happens when "
-                "the rows of an epoch or partial_fit call say little about the weights (few "
-                "rows, small online batches) or the prior is much tighter than the default "
-                "(6, 6); n_prior_sweeps_rejected_ counts the discarded sweeps.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
 
     def _run_epoch(self, X, Y, order, xp):
         self.state_, info = pbp.run_epoch(
@@ -314,6 +295,19 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self.n_noise_rejected_ += info["n_noise_rejected"]
         self.n_prior_skipped_ += info["n_skipped"]
         self.n_prior_sweeps_rejected_ += info["prior_sweep_rejected"]
+        if info["prior_sweep_rejected"] and self.n_prior_sweeps_rejected_ == 1:
+            # once since the model was set up (fit, or the first partial_fit)
+            warnings.warn(
+                "PBPRegressor: an EP sweep over the prior factors changed the prior's mean "
+                f"weight variance E[1/lambda] more than {pbp.MAX_PRIOR_SWEEP_RATIO:g} fold "
+                "and was discarded (that epoch "
+                "kept the prior as it was, as refine_prior=False would).  This happens when "
+                "the rows of an epoch or partial_fit call say little about the weights (few "
+                "rows, small online batches) or the prior is much tighter than the default "
+                "(6, 6); n_prior_sweeps_rejected_ counts the discarded sweeps.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         # log Z of a standardised target; original units: minus log(scale).
         self.log_z_curve_.append(
             info["log_z"] / X.shape[0] - float(np.log(self.y_scaler_.scale_[0]))

@@ -54,6 +54,7 @@ __all__ = [
     "run_epoch",
     "add_batches",
     "fold_slots",
+    "drop_slots",
     "is_finite",
     "predict_moments",
     "posterior_moments",
@@ -251,6 +252,15 @@ def fold_slots(state, target):
                 rho = rho + r
             slots[layer][target + 1 :] = []
             slots[layer][target] = (tau, rho)
+
+
+def drop_slots(state, first):
+    """Remove slots ``first, first + 1, ...`` and rebuild the posterior from the
+    rest (undoes :func:`add_batches` and the visits of the dropped slots)."""
+    for slots in (state.slots_w, state.slots_b):
+        for layer_slots in slots:
+            del layer_slots[first:]
+    recompute_posterior(state)
 
 
 def is_finite(state):
