@@ -211,7 +211,10 @@ def _read_table(path):
 
 def _read_numbers(path):
     """All whitespace-separated numbers of a small file, as a flat float array."""
-    text = Path(path).read_text()
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"Could not parse {path}: not UTF-8 text ({exc}).") from None
     try:
         return np.array(text.split(), dtype=np.float64)
     except ValueError as exc:
@@ -467,9 +470,11 @@ def load_uci(name, split=0, *, data_home=None, return_X_y=False):
     feature_names = None
     names_path = folder / "feature_names.txt"
     if names_path.is_file():
-        feature_names = [
-            line.strip() for line in names_path.read_text().splitlines() if line.strip()
-        ]
+        try:
+            text = names_path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{names_path} is not UTF-8 text ({exc}).") from None
+        feature_names = [line.strip() for line in text.splitlines() if line.strip()]
         if len(feature_names) != features.size:
             raise ValueError(
                 f"{names_path} lists {len(feature_names)} names but "

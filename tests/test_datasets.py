@@ -251,6 +251,19 @@ def test_feature_names_length_mismatch(tmp_path):
         load_uci("yacht", data_home=tmp_path)
 
 
+def test_byte_order_mark_is_read_and_non_utf8_names_are_refused(synthetic):
+    # Windows editors start files with a UTF-8 byte order mark; the index must
+    # still read as numbers.
+    path = synthetic["folder"] / "index_train_0.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    b = load_uci("yacht", data_home=synthetic["root"])
+    np.testing.assert_array_equal(b.y_train, synthetic["data"][synthetic["splits"][0][0], 1])
+    # A Latin-1 names file gives an error that names the file.
+    (synthetic["folder"] / "feature_names.txt").write_bytes("a\nb\xe4\nc\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="feature_names.txt is not UTF-8"):
+        load_uci("yacht", data_home=synthetic["root"])
+
+
 def test_data_subfolder_layout_is_accepted(tmp_path):
     # The MC-dropout repository keeps the files in <name>/data/.
     data = np.arange(20.0).reshape(5, 4)
