@@ -106,6 +106,8 @@ def _check_probability(q, name):
 
 def _y_array(y, batch_shape):
     y = _as_float_array(y, "y")
+    if np.any(np.isnan(y)):
+        raise ValueError(f"y contains NaN ({int(np.count_nonzero(np.isnan(y)))} of {y.size}).")
     _broadcast_shape([("y", y.shape), ("the distribution's batch shape", batch_shape)])
     return y
 
@@ -718,10 +720,17 @@ class GaussianMixturePredictive(_ContinuousMixin):
 
         w, m = self._weights, self._means
         mean = np.sum(w * m, axis=-1)
-        dev2 = (m - mean[..., None]) ** 2
-        between = np.sum(w * dev2, axis=-1)
+        with np.errstate(over="ignore"):
+            dev2 = (m - mean[..., None]) ** 2
+            between = np.sum(w * dev2, axis=-1)
+            var = np.sum(w * (self._vars + dev2), axis=-1)
+        if not np.all(np.isfinite(var)):
+            raise ValueError(
+                "the mixture's variance overflows float64: its component means are too far "
+                "apart (or its variances too large)."
+            )
         self._mean = _frozen(mean)
-        self._var = _frozen(np.sum(w * (self._vars + dev2), axis=-1))
+        self._var = _frozen(var)
         self._between_var = _frozen(between)
         if aleatoric_vars is None:
             self._epistemic_var = self._aleatoric_var = None

@@ -151,12 +151,21 @@ def _check_weights(sample_weight, n):
     sw = _check_sample_weight(
         sample_weight, np.empty((n, 0)), dtype=np.float64, ensure_non_negative=True
     )
-    return sw
+    # only ratios matter: rescale so that sums neither overflow nor underflow
+    return sw / sw.max()
 
 
 def _weighted_mean(values, sample_weight):
     """Weighted mean of per-sample values as a float (``sample_weight`` validated)."""
     values = np.asarray(values, dtype=np.float64)
+    if sample_weight is not None:
+        keep = sample_weight > 0  # a zero weight must not turn an infinite value into NaN
+        values, sample_weight = values[keep], sample_weight[keep]
+    if np.any(np.isposinf(values)) and np.any(np.isneginf(values)):
+        raise ValueError(
+            "the per-sample values contain both +inf and -inf (e.g. a point-mass predictive "
+            "that hits one target exactly and misses another); their mean is undefined."
+        )
     if sample_weight is None:
         return float(np.mean(values))
     return float(np.average(values, weights=sample_weight))
@@ -283,7 +292,9 @@ def gaussian_nlpd(y_true, y_mean, y_std, *, sample_weight=None):
     mu = _check_param(y_mean, n, "y_mean")
     std = _check_std(y_std, n, strictly_positive=True)
     sw = _check_weights(sample_weight, n)
-    return _weighted_mean(-stats.norm.logpdf(y, mu, std), sw)
+    with np.errstate(over="ignore"):  # a z-score beyond ~1e154 has NLPD inf
+        values = -stats.norm.logpdf(y, mu, std)
+    return _weighted_mean(values, sw)
 
 
 def nlpd(y_true, y_dist, *, sample_weight=None):
@@ -445,12 +456,19 @@ def _crps_mixture_values(y, dist):
     for start in range(0, n, chunk):
         sl = slice(start, min(start + chunk, n))
         m, v, ww = mu[sl], var[sl], w[sl]
-        term1 = np.sum(ww * _expected_abs_normal(y[sl, None] - m, np.sqrt(v)), axis=1)
-        dmu = m[:, :, None] - m[:, None, :]
-        s = np.sqrt(v[:, :, None] + v[:, None, :])
-        pair = _expected_abs_normal(dmu, s)
-        term2 = np.einsum("nk,nkl,nl->n", ww, pair, ww)
-        out[sl] = term1 - 0.5 * term2
+        # differences of means near the float limit overflow: checked below
+        with np.errstate(over="ignore", invalid="ignore"):
+            term1 = np.sum(ww * _expected_abs_normal(y[sl, None] - m, np.sqrt(v)), axis=1)
+            dmu = m[:, :, None] - m[:, None, :]
+            s = np.sqrt(v[:, :, None] + v[:, None, :])
+            pair = _expected_abs_normal(dmu, s)
+            term2 = np.einsum("nk,nkl,nl->n", ww, pair, ww)
+            out[sl] = term1 - 0.5 * term2
+    if not np.all(np.isfinite(out)):
+        raise ValueError(
+            "crps_gaussian_mixture overflowed: component means, stds or y_true are too "
+            "large in magnitude (differences beyond ~1e308)."
+        )
     # Round-off can make a perfect point forecast slightly negative.
     return np.maximum(out, 0.0)
 
@@ -619,7 +637,9 @@ def interval_width(lower, upper, *, sample_weight=None):
         raise ValueError(f"lower must be 1-D; got an array of shape {shape}.")
     lo, hi = _check_bounds(lower, upper, shape[0])
     sw = _check_weights(sample_weight, shape[0])
-    return _weighted_mean(hi - lo, sw)
+    with np.errstate(invalid="ignore"):
+        width = np.where(lo == hi, 0.0, hi - lo)  # [-inf, -inf] has width 0, not NaN
+    return _weighted_mean(width, sw)
 
 
 def coverage(y_true, y_dist, confidence=0.95, *, sample_weight=None):
@@ -908,7 +928,7 @@ def expected_calibration_error(
     w = np.ones(n) if sw is None else sw
     conf = p.max(axis=1)
     correct = (p.argmax(axis=1) == y_idx).astype(np.float64)
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    edges = np.arange(n_bins + 1) / n_bins  # exactly fl(m / M), unlike linspace
     # bin m holds (edges[m], edges[m+1]]; conf == 0 goes to bin 0
     bins = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, n_bins - 1)
     mass = np.bincount(bins, weights=w, minlength=n_bins)

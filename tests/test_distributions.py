@@ -570,3 +570,16 @@ def test_categorical_renormalises_within_tolerance():
 def test_categorical_invalid_input(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         CategoricalPredictive(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "dist",
+    [NormalPredictive(np.zeros(2), np.ones(2)),
+     GaussianMixturePredictive(np.zeros((2, 2)), np.ones((2, 2)))],
+)
+@pytest.mark.parametrize("method", ["logpdf", "pdf", "cdf", "sf", "logcdf"])
+def test_nan_y_raises(dist, method):
+    if not hasattr(dist, method):
+        pytest.skip(f"no {method}")
+    with pytest.raises(ValueError, match="NaN"):
+        getattr(dist, method)(np.array([0.0, np.nan]))

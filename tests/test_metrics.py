@@ -840,3 +840,58 @@ def test_bad_classification_input():
         M.expected_calibration_error(y, p, n_bins=0)
     with pytest.raises(TypeError, match="categorical_nll"):
         M.nlpd(y, object())
+
+
+# --------------------------------------------------------------------------
+# Edge cases found in review: infinities, extreme weights, exact bin edges
+def test_zero_weight_sample_with_infinite_score_is_ignored():
+    # a point mass that misses y = 1 has infinite NLPD there; with weight 0 the
+    # mean is the other sample's N(0; 0, 1) NLPD (0 * inf used to give NaN)
+    expected = 0.5 * math.log(2 * math.pi)
+    dist = NormalPredictive(np.array([0.0, 0.0]), np.array([1.0, 0.0]))
+    assert M.nlpd([0.0, 1.0], dist, sample_weight=[1, 0]) == pytest.approx(expected)
+    assert M.gaussian_nlpd([0.0, 1e200], 0.0, 1.0, sample_weight=[1, 0]) == pytest.approx(expected)
+
+
+def test_mixed_infinite_scores_raise():
+    # a point mass that hits one target (NLPD -inf) and misses another (+inf)
+    with pytest.raises(ValueError, match=r"\+inf and -inf"):
+        M.nlpd([0.0, 1.0], NormalPredictive(np.zeros(2), np.zeros(2)))
+
+
+def test_huge_and_tiny_weights_give_the_unweighted_mean():
+    y = np.array([0.0, 1.0])
+    unweighted = M.crps_gaussian(y, 0.0, 1.0)
+    for w in (1e308, 1e-320):  # the sum overflows / the weights are subnormal
+        assert M.crps_gaussian(y, 0.0, 1.0, sample_weight=[w, w]) == pytest.approx(
+            unweighted, rel=1e-12
+        )
+
+
+def test_crps_mixture_overflow_raises():
+    # y - mean overflows (the CRPS is ~2e308); it used to be clamped to 0.0
+    with pytest.raises(ValueError, match="overflowed"):
+        M.crps_gaussian_mixture([1e308], [[-1e308, -1e308]], [[1.0, 1.0]], [0.5, 0.5])
+    # a mixture whose own variance overflows is refused when it is built
+    with pytest.raises(ValueError, match="variance overflows"):
+        M.crps_gaussian_mixture([0.0], [[-1e308, 1e308]], [[1.0, 1.0]], [0.5, 0.5])
+
+
+def test_interval_width_of_a_degenerate_infinite_interval_is_zero():
+    assert M.interval_width([-np.inf, 0.0], [-np.inf, 1.0]) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("n_bins", [6, 7, 12, 14])
+def test_ece_confidence_on_a_bin_edge_goes_to_the_lower_bin(n_bins):
+    # bins are ((m-1)/M, m/M]: a confidence of exactly k/M (an ensemble vote)
+    # belongs to bin k; np.linspace rounds some edges one ulp below k/M, which
+    # pooled it with bin k+1.  A correct sample at k/M and a wrong one in bin
+    # k+1 give (1 - k/M)/2 + upper/2 apart, |1 - k/M - upper|/2 pooled.
+    for k in range(n_bins // 2 + 1, n_bins):
+        conf = k / n_bins
+        upper = (k + 0.5) / n_bins
+        proba = np.array([[conf, 1 - conf], [upper, 1 - upper]])
+        expected = 0.5 * (1 - conf) + 0.5 * upper
+        assert M.expected_calibration_error([0, 1], proba, n_bins=n_bins) == pytest.approx(
+            expected
+        )
