@@ -19,6 +19,7 @@ implements the hooks that take and return *standardised* arrays:
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from numbers import Integral
 
@@ -39,8 +40,15 @@ def _to_namespace(value, xp):
     lists) into namespace ``xp``; ``xp = numpy`` copies them to the host."""
     if hasattr(value, "to_namespace") and callable(value.to_namespace):
         return value.to_namespace(xp)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{
+            f.name: _to_namespace(getattr(value, f.name), xp)
+            for f in dataclasses.fields(value) if f.init
+        })
     if isinstance(value, dict):
         return {k: _to_namespace(v, xp) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple
+        return type(value)(*(_to_namespace(v, xp) for v in value))
     if isinstance(value, (list, tuple)):
         return type(value)(_to_namespace(v, xp) for v in value)
     if isinstance(value, np.ndarray) or type(value).__module__.split(".")[0] == "cupy":
@@ -194,7 +202,9 @@ class _BayesianEstimatorMixin:
     def __getstate__(self):
         # Device arrays go to the host so that a model trained on a GPU loads on a
         # machine without one (DESIGN.md, "Contracts").
-        state = super().__getstate__()
+        # A copy: on Python >= 3.11 object.__getstate__ (and so BaseEstimator's,
+        # outside sklearn) returns the live __dict__, which must keep its device arrays.
+        state = dict(super().__getstate__())
         for name in self._device_attributes:
             if name in state:
                 state[name] = _to_namespace(state[name], np)

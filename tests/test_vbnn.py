@@ -227,3 +227,21 @@ def test_single_restart_predictive_is_gaussian(rng):
     X, y = _toy(rng, n=40)
     dist = VBNNRegressor(**FAST, random_state=0).fit(X, y).predict_dist(X)
     assert isinstance(dist, NormalPredictive)
+
+
+@pytest.mark.parametrize("solver", ["cavi", "svi"])
+def test_fitted_model_keeps_no_per_row_arrays(rng, solver):
+    # The per-row factors and moments of the training rows (O(N L D^2) memory:
+    # E[a~ a~^T] is (N, D+1, D+1) per layer) are dropped after fit, also when
+    # pruned, so a fitted model's size does not grow with the training set.
+    import pickle
+
+    def size(n):
+        X = rng.normal(size=(n, 2))
+        y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
+        model = VBNNRegressor((6,), solver=solver, max_iter=3, random_state=0).fit(X, y)
+        return (len(pickle.dumps(model)), len(pickle.dumps(model.select_nodes(fdr=0.5))))
+
+    small, large = size(50), size(2000)
+    for a, b in zip(small, large):
+        assert abs(a - b) < 0.05 * a, (small, large)

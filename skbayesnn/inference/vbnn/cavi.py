@@ -86,7 +86,8 @@ class VBNNState:
     def globals_only(self):
         """A copy without the per-row local factors and moments (what a fitted
         model keeps: they take ``O(N L D^2)`` memory)."""
-        return replace(self, rho=[], A=[], t=[], M=[], S=[], S_logdet=[], Ea=[], Eaa=[], cross=[])
+        return replace(self, rho=[], A=[], t=[], M=[], S=[], S_logdet=[], Ea=[], Eaa=[], cross=[],
+                       aug_mean=[], aug_sq=[])
 
     def to_namespace(self, xp):
         """A copy with every array moved into namespace ``xp``."""
