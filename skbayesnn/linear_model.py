@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from numbers import Real
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._backend import asnumpy
@@ -128,6 +130,15 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
                 f"got {int(stats.n)}. Pass more data or a numeric noise_precision."
             )
         spec = lg.spectrum(stats)
+        if fixed[1] is None and spec["t"] > 0 and lg.least_squares_rss(spec) <= 1e-10 * spec["t"]:
+            warnings.warn(
+                "The inputs reproduce the centred targets exactly (as when n_features >= "
+                "n_samples - 1), so the evidence has no maximum in the noise precision and "
+                "the fitted noise level is an arbitrary, far too small value; pass a numeric "
+                "noise_precision or more samples.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
         lam, alpha = lg.maximize_evidence(stats, *fixed, spec=spec)
         self.stats_ = stats
         self.prior_precision_, self.noise_precision_ = lam, alpha

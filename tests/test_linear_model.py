@@ -1,6 +1,7 @@
 """BayesianLinearRegressor: exact Bayesian linear regression on the shared base."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -124,10 +125,30 @@ def test_failed_first_partial_fit_leaves_the_estimator_unfitted():
         reg.predict([[0.0, 0.0]])
     # The rejected row is not remembered: the next call starts from scratch.
     X = np.random.default_rng(0).normal(size=(30, 2))
-    y = X @ [1.0, -1.0]
+    y = X @ [1.0, -1.0] + 0.1 * np.random.default_rng(1).normal(size=30)
     reg.partial_fit(X, y)
     assert reg.stats_.n == 30
     np.testing.assert_allclose(reg.x_scaler_.mean_, X.mean(axis=0))
+
+
+@pytest.mark.parametrize("n, d", [(10, 12), (10, 9), (3, 5)])
+def test_exact_fit_warns_that_the_noise_level_is_not_identified(n, d):
+    # With n_features >= n_samples - 1 the centred inputs reproduce any target:
+    # the evidence keeps rising as the noise precision grows, and the fit stops
+    # at an arbitrary, far too small noise level (pure-noise targets of std 1
+    # gave a noise std of 6e-5).  A numeric noise_precision is fine.
+    from sklearn.exceptions import ConvergenceWarning
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(n, d)), rng.normal(size=n)
+    with pytest.warns(ConvergenceWarning, match="no maximum in the noise precision"):
+        BayesianLinearRegressor().fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        BayesianLinearRegressor(noise_precision=1.0).fit(X, y)
+        # one sample more than the inputs can fit: the noise is identified
+        X2, y2 = rng.normal(size=(d + 2, d)), rng.normal(size=d + 2)
+        BayesianLinearRegressor().fit(X2, y2)
 
 
 def test_predictions_are_equivariant_to_target_units(rng):

@@ -91,6 +91,14 @@ def propagate(posterior, X, X_var=None, *, act_approx="linearize", return_layers
     return m, v
 
 
+def _binary_proba(logit, xp):
+    """``[sigmoid(-logit), sigmoid(logit)]`` along the last axis: both from
+    ``expit``, so the small probability keeps its relative accuracy on either
+    side (``1 - expit(40)`` is 0, ``expit(-40)`` is 4e-18)."""
+    expit = special(xp).expit
+    return xp.concatenate([expit(-logit), expit(logit)], axis=-1)
+
+
 def probit_proba(mean, var, scale=1.0):
     """Class probabilities from Gaussian logits by the probit approximation.
 
@@ -116,8 +124,7 @@ def probit_proba(mean, var, scale=1.0):
     kappa = 1.0 / xp.sqrt(1.0 + (math.pi / 8.0) * scale * var)
     t = kappa * mean
     if mean.shape[-1] == 1:
-        p1 = special(xp).expit(t)
-        return xp.concatenate([1.0 - p1, p1], axis=-1)
+        return _binary_proba(t, xp)
     return _softmax(t, xp)
 
 
@@ -180,8 +187,7 @@ def monte_carlo_predictive(
         var = xp.mean((f - mean) ** 2, axis=0)
         return mean, var
     if f.shape[-1] == 1:
-        p1 = special(xp).expit(f)
-        p = xp.concatenate([1.0 - p1, p1], axis=-1)
+        p = _binary_proba(f, xp)
     else:
         p = _softmax(f, xp)
     return xp.mean(p, axis=0)

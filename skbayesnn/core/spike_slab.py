@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 from .._backend import array_namespace, special
 from .activations import inverse_mills_ratio, standardized_mean
+from .gaussian import _TRUNC_MEAN_SERIES, _TRUNC_VAR_SERIES, _horner
 from .linear import linear_moments
 
 __all__ = [
@@ -61,59 +62,10 @@ __all__ = [
 # against quadrature).  The series make the slab of a rectified message exact
 # even where its weight rho Phi(a) underflows, for any finite a.
 _A_SERIES = 15.0
-# With c = -a and x = 1/c^2, the inverse Mills ratio gamma = phi(a)/Phi(a) has
-#   a + gamma = (1/c) sum_n T_n x^n,           (standardised truncated mean)
-#   1 - gamma (a + gamma) = x sum_n W_n x^n,   (standardised truncated variance)
-# from the Mills-ratio expansion Phi(a)/phi(a) ~ (1/c) sum_n (-1)^n (2n-1)!! x^n
-# (coefficients computed symbolically).  Terms beyond these are < 1e-17 relative
-# at c = 15 and smaller for larger c.
-_TRUNC_MEAN_SERIES = (
-    1.0,
-    -2.0,
-    10.0,
-    -74.0,
-    706.0,
-    -8162.0,
-    110410.0,
-    -1708394.0,
-    29752066.0,
-    -576037442.0,
-    12277827850.0,
-    -285764591114.0,
-    7213364729026.0,
-    -196316804255522.0,
-    5731249477826890.0,
-    -178676789473121834.0,
-)
-_TRUNC_VAR_SERIES = (
-    1.0,
-    -6.0,
-    50.0,
-    -518.0,
-    6354.0,
-    -89782.0,
-    1435330.0,
-    -25625910.0,
-    505785122.0,
-    -10944711398.0,
-    257834384850.0,
-    -6572585595622.0,
-    180334118225650.0,
-    -5300553714899094.0,
-    166206234856979810.0,
-    -5538980473666776854.0,
-)
 
 
 def _as_float(xp, x):
     return xp.asarray(x, dtype=xp.float64)
-
-
-def _horner(coefficients, x):
-    out = coefficients[-1] + 0.0 * x
-    for c in coefficients[-2::-1]:
-        out = out * x + c
-    return out
 
 
 # ---------------------------------------------------------------------------

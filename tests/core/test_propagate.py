@@ -127,6 +127,17 @@ def test_probit_binary_against_monte_carlo():
         assert abs(p.sum() - 1.0) < 1e-15
 
 
+def test_binary_probabilities_are_symmetric_in_the_tails():
+    # p(class 0 | logit) = p(class 1 | -logit) exactly, so the small probability
+    # keeps its relative accuracy on both sides (1 - expit(40) rounded to 0,
+    # and a confident wrong prediction had log-loss inf)
+    logits = np.array([[-40.0], [-8.0], [-0.3], [0.3], [8.0], [40.0]])
+    p = probit_proba(logits, np.zeros_like(logits))
+    np.testing.assert_array_equal(p[:, 0], p[::-1, 1])
+    assert np.all(p > 0)
+    np.testing.assert_allclose(p[-1, 0], np.exp(-40.0), rtol=1e-12)
+
+
 def test_probit_softmax_reduces_to_softmax_without_variance(rng):
     mu = rng.normal(size=(4, 5))
     p = probit_proba(mu, np.zeros_like(mu))

@@ -115,6 +115,11 @@ def test_kernel_truncated_moments_match_the_array_function():
     np.testing.assert_allclose(ours[:, 0], ref[:, 0], rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(ours[:, 1:], ref[:, 1:], rtol=1e-13, atol=0.0)
     assert np.isnan(kernel._trunc_moments(np.nan, 1.0)).all()
+    # the far tail, t < -15, takes the same asymptotic series in both
+    t = np.concatenate([np.linspace(-400.0, -15.5, 2001), [-1e5, -1e150]])
+    ours = np.array([kernel._trunc_moments(x, 1.0) for x in t])
+    ref = np.stack(truncated_gaussian_moments(t, np.ones_like(t)), axis=1)
+    np.testing.assert_allclose(ours[:, 1:], ref[:, 1:], rtol=1e-14, atol=0.0)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.1])

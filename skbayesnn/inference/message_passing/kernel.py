@@ -27,6 +27,7 @@ import math
 import numpy as np
 from numba import njit
 
+from ...core.gaussian import _TRUNC_ASYMPTOTIC, _TRUNC_MEAN_SERIES, _TRUNC_VAR_SERIES
 from ..pbp_kernel import _relu_parts
 
 #: Output factor codes of :func:`visit_kernel`.
@@ -42,7 +43,6 @@ _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _INV_SQRT_2PI = 1.0 / _SQRT_2PI
-_TRUNC_ASYMPTOTIC = 50.0
 _TINY = np.finfo(np.float64).tiny
 _ROOT_BIG = math.sqrt(np.finfo(np.float64).max)
 _LOG2 = math.log(2.0)
@@ -89,6 +89,16 @@ def erfcx(x):
     for k in range(16, 0, -1):
         f = x + 0.5 * k / f
     return _INV_SQRT_PI / f
+
+
+@njit(cache=True, error_model="numpy")
+def _horner(coefficients, x):
+    """``core.gaussian._horner`` for a float ``x``."""
+    n = len(coefficients)
+    out = coefficients[n - 1]
+    for i in range(n - 2, -1, -1):
+        out = out * x + coefficients[i]
+    return out
 
 
 @njit(cache=True, error_model="numpy")
@@ -160,11 +170,11 @@ def _trunc_moments(mean, var):
         log_mass = log_ndtr(t)
     else:  # log Phi(t) = log(erfcx(-t / sqrt 2) / 2) - t^2 / 2, sharing erfcx
         log_mass = math.log(0.5 * e) - 0.5 * t * t
-    if t < -_TRUNC_ASYMPTOTIC:
+    if t < -_TRUNC_ASYMPTOTIC:  # the series of core.gaussian (the direct forms cancel)
         a = min(max(-t, 1.0), 1e100)
         ia2 = 1.0 / (a * a)
-        t_plus_lam = (1.0 - ia2 * (2.0 - 10.0 * ia2)) / a
-        factor = ia2 * (1.0 - ia2 * (6.0 - 50.0 * ia2))
+        t_plus_lam = _horner(_TRUNC_MEAN_SERIES, ia2) / a
+        factor = ia2 * _horner(_TRUNC_VAR_SERIES, ia2)
     else:
         lam = _SQRT_2_OVER_PI / e
         t_plus_lam = t_d + lam
