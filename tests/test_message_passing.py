@@ -279,3 +279,26 @@ def test_argmax_proba_is_chunked_by_working_memory(rng, monkeypatch):
     assert rows == [10] * 50
     np.testing.assert_allclose(chunked, whole, rtol=1e-14, atol=0)
     np.testing.assert_allclose(whole.sum(axis=1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("memory", ["per_example", "per_batch"])
+def test_fit_memory_is_bounded_by_the_documented_formula(rng, memory):
+    # memory_bytes is the message storage (message_passing.md §11); the peak of
+    # everything NumPy allocates during a fit is that plus a few copies of the
+    # data (validation, scaling, batch order), and not much less than it.
+    import tracemalloc
+
+    X = rng.normal(size=(2000, 8))
+    y = X[:, 0] + 0.1 * rng.normal(size=2000)
+    reg = MessagePassingRegressor((32, 32), max_epochs=2, batch_size=256, memory=memory,
+                                  random_state=0)
+    reg.fit(X[:300], y[:300])  # compile the kernel outside the measurement
+    tracemalloc.start()
+    try:
+        reg.fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    bound = reg.memory_bytes(len(X))
+    data = X.nbytes + y.nbytes
+    assert 0.9 * bound <= peak <= bound + 4 * data + 100_000, (peak, bound, data)
