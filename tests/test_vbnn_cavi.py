@@ -206,3 +206,39 @@ def test_engine_runs_in_the_strict_namespace(strict_xp, solver):
     for a, b in zip(ref_state.m + ref_state.B, dev_state.m + dev_state.B):
         np.testing.assert_allclose(np.asarray(b), a, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(np.asarray(dev_pruned.Ea[-1]), ref_pruned.Ea[-1], rtol=1e-9)
+
+
+def test_svi_step_moves_the_noise_factors_by_the_step_size():
+    # vbnn.md §8 step 9: beta <- (1 - l) beta + l beta-hat.  The intermediate
+    # beta-hat is what a full step (l = 1) gives from the same state and batch;
+    # a step of 0.1 must move every beta a tenth of the way there (it used to
+    # land on beta-hat: the intermediate factor shared the global list).
+    from skbayesnn.inference.vbnn import svi
+
+    X, Y = _problem(6, n=60)
+    state = _state(X, Y, (4, 3), "student_t", 0.2)
+    cavi.run_cavi(state, Y, max_iter=2)
+    state = state.globals_only()
+    old = [b.copy() for b in state.beta]
+    full, part = copy.deepcopy(state), copy.deepcopy(state)
+    svi.svi_step(full, X[:20], Y[:20], 60, 1.0, em_global=False)
+    svi.svi_step(part, X[:20], Y[:20], 60, 0.1, em_global=False)
+    for b_old, b_hat, b in zip(old, full.beta, part.beta):
+        assert not np.allclose(b_hat, b_old, rtol=1e-3)  # the batch does move it
+        np.testing.assert_allclose(b, 0.9 * b_old + 0.1 * b_hat, rtol=1e-10)
+
+
+def test_svi_first_step_keeps_part_of_the_initialisation(monkeypatch):
+    # l_t = (1 + t)^-k from t = 1 (vbnn.md §8 step 3), so the steps are
+    # 2^-k, 3^-k, ...; a first step of 1 would discard the initial globals.
+    from skbayesnn.inference.vbnn import svi
+
+    steps = []
+    monkeypatch.setattr(svi, "svi_step", lambda *a, **k: steps.append(a[4]) or 0.0)
+    X, Y = _problem(6, n=40)
+    sizes = [X.shape[1], 4, 1]
+    prior = ShrinkagePrior.build("nig", [(sizes[j + 1], sizes[j]) for j in range(2)])
+    svi.run_svi(X, Y, (4,), rng=np.random.default_rng(0), batch_size=10, max_epochs=1,
+                forgetting_rate=0.75, prior=prior, temperature=0.2, bias_var=1.0, alpha0=2.0,
+                beta0=0.1, alpha0_hidden=2.0, beta0_hidden=0.01)
+    np.testing.assert_allclose(steps, [(1.0 + t) ** -0.75 for t in range(1, 5)])

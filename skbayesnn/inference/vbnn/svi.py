@@ -4,7 +4,7 @@ Each step draws a mini-batch without replacement, fits its local factors by
 CAVI with the global factors frozen, forms the intermediate global factors the
 CAVI formulas would give if the batch were the whole data set repeated
 ``N / |batch|`` times, and moves the global natural parameters a Robbins-Monro
-step ``rho_t = (1 + t)^-k`` towards them (Eq. 20-21).  The shrinkage factors
+step ``rho_t = (1 + t)^-k``, ``t = 1, 2, ...``, towards them (Eq. 20-21).  The shrinkage factors
 ``q(tau)``, ``q(psi)`` are updated fully from ``q(W)`` at every step, as in the
 paper.
 
@@ -66,8 +66,10 @@ def svi_step(state, X, Y, n_total, step, *, em_global=True, local_max_iter=40, l
     local = fit_batch_locals(state, X, Y, max_iter=local_max_iter, tol=local_tol)
     noisy = cavi.elbo(local, Y, scale=scale)
     for j in range(L + 1):
-        # Intermediate q(eta^2_j): beta-hat with the scaled sums (step 8).
-        hat = local.with_locals()
+        # Intermediate q(eta^2_j): beta-hat with the scaled sums (step 8), in a
+        # copy of the beta list, which `local` shares with `state`: the global
+        # beta moves only by the step below, and q(W~_j) reads the current one.
+        hat = local.with_locals(beta=list(local.beta))
         cavi.update_noise(hat, j, Y, scale=scale)
         beta_hat = hat.beta[j]
         # Intermediate q(W~_j) in natural parameters; the prior precision is
@@ -124,7 +126,9 @@ def run_svi(
         values = []
         for start in range(0, n - batch_size + 1, batch_size):
             rows = xp.asarray(order[start : start + batch_size])
-            step = (1.0 + t) ** (-forgetting_rate)
+            # rho_t = (1 + t)^-k from t = 1 (vbnn.md §8 step 3; the authors'
+            # 1 / (2 + epoch)^k): the first step keeps part of the initialisation
+            step = (2.0 + t) ** (-forgetting_rate)
             values.append(
                 svi_step(
                     state,
