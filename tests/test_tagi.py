@@ -374,3 +374,25 @@ def test_early_stopping_without_a_finite_score_raises(rng):
     with np.errstate(all="ignore"):
         with pytest.raises(ValueError, match="validation score was not finite"):
             reg.fit(X, X[:, 0])
+
+
+@pytest.mark.parametrize("init", ["he", "xavier"])
+def test_prior_weight_variance_follows_init(init, monkeypatch):
+    # tagi.md §7: gain / n_in ("he", the UCI default) or gain * 2 / (n_in + n_out)
+    # (Glorot's, the reference code's for tanh); the means are draws from it.
+    post = tagi.init_posterior([40, 300, 20, 2], gain_w=0.5, gain_b=0.1, init=init,
+                               rng=np.random.default_rng(0), xp=np)
+    for (n_in, n_out), wm, wv in zip([(40, 300), (300, 20), (20, 2)], post.weight_means,
+                                     post.weight_vars):
+        var = 0.5 * (2.0 / (n_in + n_out) if init == "xavier" else 1.0 / n_in)
+        np.testing.assert_allclose(wv, var)
+        # sample variance of n_in * n_out draws: 5 standard errors
+        assert abs(wm.var() / var - 1.0) < 5 * np.sqrt(2.0 / wm.size)
+    # the estimators pass the choice on
+    seen = []
+    original = tagi.init_posterior
+    monkeypatch.setattr(tagi, "init_posterior",
+                        lambda *a, **k: seen.append(k["init"]) or original(*a, **k))
+    X = np.random.default_rng(1).normal(size=(30, 2))
+    TAGIRegressor((4,), max_epochs=1, init=init).fit(X, X[:, 0])
+    assert seen == [init]

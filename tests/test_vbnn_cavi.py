@@ -242,3 +242,28 @@ def test_svi_first_step_keeps_part_of_the_initialisation(monkeypatch):
                 forgetting_rate=0.75, prior=prior, temperature=0.2, bias_var=1.0, alpha0=2.0,
                 beta0=0.1, alpha0_hidden=2.0, beta0_hidden=0.01)
     np.testing.assert_allclose(steps, [(1.0 + t) ** -0.75 for t in range(1, 5)])
+
+
+def test_algorithm_3_boxes_are_those_of_the_gated_activations():
+    # vbnn.md §7.2: layer l's hyperplanes pass through random points of the box
+    # of z_{l-1} = rho * pre with rho = sigmoid(pre / T), the activations
+    # gated_forward computes (the box used to be built at T = 1).
+    class Recorder:
+        def __init__(self):
+            self.rng, self.boxes = np.random.default_rng(0), []
+
+        def uniform(self, low, high, size):
+            self.boxes.append((low, high))
+            return self.rng.uniform(low, high, size)
+
+        def __getattr__(self, name):
+            return getattr(self.rng, name)
+
+    X, _ = _problem(6, n=50)
+    T = 0.1
+    rec = Recorder()
+    m = cavi.random_hidden_means(X, (5, 4), "laplace", rec, np, temperature=T)
+    z1 = cavi.gated_forward(m[:1], X, T, np)[3]
+    lo, hi = z1.min(axis=0), z1.max(axis=0)
+    np.testing.assert_allclose(rec.boxes[1][0], lo - 0.05 * (hi - lo), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(rec.boxes[1][1], hi + 0.05 * (hi - lo), rtol=1e-12, atol=1e-15)

@@ -36,8 +36,12 @@ from ..core.propagate import propagate
 from . import tagi_kernel
 
 
-def init_posterior(layer_sizes, *, activation="relu", gain_w=0.25, gain_b=0.01, rng, xp):
+def init_posterior(layer_sizes, *, activation="relu", gain_w=0.25, gain_b=0.01, init="he",
+                   rng, xp):
     """The TAGI prior: ``var_W = gain_w / n_in``, ``var_b = gain_b``, random means.
+
+    ``init="xavier"`` gives ``var_W = gain_w * 2 / (n_in + n_out)`` instead, the
+    reference code's scaling for tanh and cdf activations (tagi.md §7).
 
     Prior means are drawn from the prior itself, ``mu ~ N(0, var)``, to break the
     permutation symmetry (tagi.md §7; the UCI runs of the reference code use
@@ -53,7 +57,7 @@ def init_posterior(layer_sizes, *, activation="relu", gain_w=0.25, gain_b=0.01, 
     """
     wm, wv, bm, bv = [], [], [], []
     for n_in, n_out in zip(layer_sizes[:-1], layer_sizes[1:]):
-        var_w = gain_w / n_in
+        var_w = gain_w * (2.0 / (n_in + n_out) if init == "xavier" else 1.0 / n_in)
         wm.append(xp.asarray(rng.normal(0.0, var_w**0.5, size=(n_out, n_in))))
         wv.append(xp.full((n_out, n_in), var_w))
         bm.append(xp.asarray(rng.normal(0.0, gain_b**0.5, size=n_out)))

@@ -501,12 +501,14 @@ def gated_forward(m, X, temperature, xp):
     return rhos, ts, Ms, z
 
 
-def random_hidden_means(X, hidden, init, rng, xp):
+def random_hidden_means(X, hidden, init, rng, xp, temperature=1.0):
     """Hidden-layer weight means by Algorithm 3 (vbnn.md §7.2): each unit's
     hyperplane passes through a random point of the (5%-widened) box of its
     inputs; ``init="laplace"`` draws the normal direction from a Laplace of scale
     ``sqrt(2 / fan_in)``, ``"spike_slab"`` from a spike-and-slab with slab
-    variance ``2 / sqrt(fan_in)`` and slab weight ``1 / (1 + sqrt(fan_in))``."""
+    variance ``2 / sqrt(fan_in)`` and slab weight ``1 / (1 + sqrt(fan_in))``.
+    The next layer's box is that of the gated activations ``rho * pre`` with
+    ``rho = sigmoid(pre / temperature)``, as :func:`gated_forward` computes them."""
     means = []
     z = asnumpy(X)
     for width in hidden:
@@ -522,7 +524,7 @@ def random_hidden_means(X, hidden, init, rng, xp):
         b = -np.sum(W * point, axis=1)
         means.append(np.concatenate([b[:, None], W], axis=1))
         pre = z @ W.T + b
-        z = pre / (1.0 + np.exp(-np.clip(pre, -700, 700)))  # rho * z with T = 1 scale
+        z = pre / (1.0 + np.exp(-np.clip(pre / temperature, -700, 700)))  # rho * pre
     return [to_device(mj, xp) for mj in means]
 
 
@@ -560,7 +562,7 @@ def initialize(
     factors at their prior means and ``alpha = alpha0 + N/2`` (fixed thereafter)."""
     xp = array_namespace(X)
     n = X.shape[0]
-    m_hidden = random_hidden_means(X, hidden, init, rng, xp)
+    m_hidden = random_hidden_means(X, hidden, init, rng, xp, temperature)
     rho, t, M, z_last = gated_forward(m_hidden, X, temperature, xp)
     m_out = ridge_output_means(z_last, Y, 1.0, xp)
     m = m_hidden + [m_out]

@@ -211,7 +211,10 @@ class ShrinkagePrior:
             prior.delta_loc, prior.lam_loc = list(c), [1.0 / ci for ci in c]
         for (d_out, d_in), dl, ll in zip(prior.shapes, prior.delta_loc, prior.lam_loc):
             # The nu-hats are fixed by conjugacy (Eqs. 13-14); delta-hats start at
-            # the prior's and are set by the first updates.
+            # the prior's and are set by the first updates.  (vbnn.md §7.1 step 4
+            # draws the initial E[tau] from the prior instead; with the NIG's
+            # shape -nu = 1/2 that draw has no mean and can start a layer at any
+            # scale, and the restarts differ through Algorithm 3 anyway.)
             prior.q_tau.append(
                 (prior.nu_glob - 0.5 * d_out * d_in, prior.delta_glob, prior.lam_glob)
             )
