@@ -372,7 +372,7 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         ``beta`` of the one-hot regression factor (``likelihood="regression"``).
     regularize : bool, default=True
         Argmax only: multiply the messages by one-hot factors
-        ``N(a; +-1, 0.1)`` (§5.11; the setting of the paper's MNIST and
+        ``N(a; +-1, regularize_var)`` (§5.11; the setting of the paper's MNIST and
         CIFAR-10 argmax runs).  The argmax factor alone is invariant to adding
         a constant to every logit, so nothing holds the common level of the
         logits; with hidden layers (whose forward messages use the full
@@ -381,6 +381,14 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         two hidden layers stops learning (digits: chance accuracy).  Any
         anchor stops the drift; ``False`` is kept for the paper's
         "augfree" variant and single-layer models.
+    argmax_noise_var : float >= 0, default=0.3
+        The extra pairwise noise variance ``s^2`` of the argmax factor (§5.11,
+        the paper's code value), in training (``likelihood="argmax"``) and in
+        the pairwise-probit ``predict_proba`` of ``"argmax"`` and
+        ``"regression"``.
+    regularize_var : float > 0, default=0.1
+        Variance ``gamma^2`` of the one-hot regularising factors
+        ``N(a; +-1, gamma^2)`` (``regularize=True``).
 """
         + _TRAINING_DOC
         + """
@@ -411,6 +419,8 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         "likelihood": [StrOptions({"argmax", "regression", "softmax"})],
         "noise_std": [Interval(Real, 0, None, closed="neither")],
         "regularize": ["boolean"],
+        "argmax_noise_var": [Interval(Real, 0, None, closed="left")],
+        "regularize_var": [Interval(Real, 0, None, closed="neither")],
     }
 
     def __init__(
@@ -422,6 +432,8 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         negative_slope=0.1,
         noise_std=0.1,
         regularize=True,
+        argmax_noise_var=0.3,
+        regularize_var=0.1,
         prior_var=None,
         bias_prior_var=0.5,
         batch_size=256,
@@ -440,6 +452,8 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         self.negative_slope = negative_slope
         self.noise_std = noise_std
         self.regularize = regularize
+        self.argmax_noise_var = argmax_noise_var
+        self.regularize_var = regularize_var
         self.prior_var = prior_var
         self.bias_prior_var = bias_prior_var
         self.batch_size = batch_size
@@ -458,6 +472,8 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
             len(self.classes_),
             noise_var=float(self.noise_std) ** 2,
             regularize=bool(self.regularize),
+            argmax_noise=float(self.argmax_noise_var),
+            reg_var=float(self.regularize_var),
         )
 
     def _init_online(self, n_features, n_classes, xp, rng):
@@ -480,4 +496,4 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
             return likelihood.softmax_proba(mean, var)
         if self.likelihood_ == "regression":
             var = var + float(self._prediction_param("noise_std")) ** 2
-        return likelihood.argmax_proba(mean, var)
+        return likelihood.argmax_proba(mean, var, float(self._prediction_param("argmax_noise_var")))

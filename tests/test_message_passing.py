@@ -302,3 +302,29 @@ def test_fit_memory_is_bounded_by_the_documented_formula(rng, memory):
     bound = reg.memory_bytes(len(X))
     data = X.nbytes + y.nbytes
     assert 0.9 * bound <= peak <= bound + 4 * data + 100_000, (peak, bound, data)
+
+
+def test_argmax_constants_reach_training_and_predict_proba(rng):
+    # The argmax factor's s^2 and gamma^2 (§5.11, §15 item 4) are parameters:
+    # the paper's values are the defaults (bitwise the same fit), others change
+    # training, and predict_proba's pairwise probit uses s^2: for two classes
+    # P(0) = Phi(-delta / sqrt(V + s^2)), so 1 / Phi^-1(P(0))^2 is affine in s^2
+    # (P(0) rather than P(1): the smaller one keeps its relative accuracy).
+    from scipy.stats import norm
+
+    X = rng.normal(size=(120, 2))
+    y = (X[:, 0] + 0.5 * rng.normal(size=120) > 0).astype(int)
+    kw = dict(hidden_layer_sizes=(6,), batch_size=40, max_epochs=2, random_state=0)
+    base = MessagePassingClassifier(**kw).fit(X, y)
+    same = MessagePassingClassifier(argmax_noise_var=0.3, regularize_var=0.1, **kw).fit(X, y)
+    np.testing.assert_array_equal(same.predict_proba(X), base.predict_proba(X))
+    for other in (dict(argmax_noise_var=1.0), dict(regularize_var=1.0)):
+        clf = MessagePassingClassifier(**other, **kw).fit(X, y)
+        assert not np.allclose(clf.state_.post_w[0][0], base.state_.post_w[0][0])
+    inv = []
+    for s2 in (0.0, 0.3, 1.0):
+        p = base.set_params(argmax_noise_var=s2).predict_proba(X[:5])
+        inv.append(1.0 / norm.ppf(p.min(axis=1)) ** 2)
+    np.testing.assert_allclose((inv[2] - inv[1]) / 0.7, (inv[1] - inv[0]) / 0.3, rtol=1e-8)
+    with pytest.raises(ValueError, match="argmax_noise_var"):
+        base.set_params(argmax_noise_var=-1.0).predict_proba(X)

@@ -428,3 +428,28 @@ def test_factors_run_in_the_strict_namespace(strict_xp):
     likelihood.softmax_proba(zm, zv)
     tau, rho = likelihood.regression_backward(zm, 0.5)
     assert type(tau).__name__ == "StrictArray"
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.1])
+def test_leaky_forward_is_warning_free_over_a_wide_sweep(alpha):
+    # A ReLU deep in its flat part has a marginal whose variance has no finite
+    # reciprocal: it is rejected for the direct message (as the kernel does)
+    # without an overflow warning on the array path (CuPy's path).
+    import warnings
+
+    from skbayesnn.inference.message_passing import kernel
+
+    r = np.random.default_rng(0)
+    n = 20000
+    z_mean = r.uniform(-300, 5, n)
+    z_var = 10 ** r.uniform(-3, 3, n)
+    tau_a = r.normal(size=n) * 10 ** r.uniform(-3, 3, n)
+    rho_a = 10 ** r.uniform(-4, 4, n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mean, var, accepted = activation.leaky_relu_forward(z_mean, z_var, tau_a, rho_a, alpha)
+    assert np.all(np.isfinite(mean)) and np.all(var > 0)
+    ref = np.array([kernel._leaky_forward(*args, alpha)
+                    for args in zip(z_mean[:2000], z_var[:2000], tau_a[:2000], rho_a[:2000])])
+    np.testing.assert_array_equal(accepted[:2000], ref[:, 2].astype(bool))
+    np.testing.assert_allclose(mean[:2000], ref[:, 0], rtol=1e-9, atol=1e-300)

@@ -18,7 +18,7 @@ from skbayesnn.inference.message_passing import kernel, network
 
 
 def _train(kind, per_example, use_kernel, *, sizes, alpha=0.1, bias=True, nb=3, bs=7, epochs=3,
-           n_iter=2, regularize=False):
+           n_iter=2, regularize=False, **factor):
     r = np.random.default_rng(0)
     n = nb * bs
     X = r.normal(size=(n, sizes[0]))
@@ -31,7 +31,7 @@ def _train(kind, per_example, use_kernel, *, sizes, alpha=0.1, bias=True, nb=3, 
     else:
         T = r.integers(0, sizes[-1], size=n)
         out = network.classification_output(
-            kind, sizes[-1], noise_var=0.01, regularize=regularize
+            kind, sizes[-1], noise_var=0.01, regularize=regularize, **factor
         )
     batches = [(k, X[k * bs:(k + 1) * bs], T[k * bs:(k + 1) * bs]) for k in range(nb)]
     g = np.random.default_rng(3)
@@ -72,6 +72,8 @@ def test_kernel_matches_array_engine(kind, per_example):
         dict(bias=False),
         dict(sizes=(4, 3)),  # no hidden layer: the first-layer factor alone (§5.4)
         dict(sizes=(3, 8, 8, 8, 3), kind="argmax", regularize=True),
+        # the argmax factor's constants (s^2, gamma^2) reach both paths
+        dict(sizes=(3, 6, 4), kind="argmax", regularize=True, argmax_noise=1.0, reg_var=0.5),
     ],
 )
 def test_kernel_matches_array_engine_variants(options):

@@ -27,6 +27,7 @@ weights and centred mixture moments, so no normaliser underflows.
 from __future__ import annotations
 
 import math
+import sys
 
 from ..._backend import array_namespace
 from ...core.activations import leaky_relu_moments
@@ -51,6 +52,9 @@ _RHO_A_GUARD = 2e-8
 #: Smallest variance of a direct forward message (a ReLU far in its flat part
 #: has a variance that underflows; a point mass has no natural parameters).
 _MIN_VAR = 1e-12
+# Below this a variance has no finite reciprocal: such a marginal (ReLU deep in
+# its flat part, a point mass at 0) is rejected, as a non-positive one is.
+_INVERTIBLE_VAR = 1.0 / sys.float_info.max
 
 
 def leaky_relu_tilted(z_mean, z_var, tau_a, rho_a, alpha):
@@ -157,7 +161,8 @@ def leaky_relu_forward(z_mean, z_var, tau_a, rho_a, alpha):
     scale = xp.stack([xp.ones_like(z_mean), alpha + 0.0 * z_mean])
     w, log_m0, finite = _mixture_weights(xp, log_w)
     m_mean, m_var = moment_match_mixture(w, scale * mean, scale * scale * var, axis=0)
-    rho_m = 1.0 / xp.where(m_var > 0, m_var, 1.0)
+    invertible = m_var > _INVERTIBLE_VAR
+    rho_m = 1.0 / xp.where(invertible, m_var, 1.0)
     tau_m = m_mean * rho_m
     rho_msg = rho_m - rho_s
     tau_msg = tau_m - tau_s
@@ -165,7 +170,7 @@ def leaky_relu_forward(z_mean, z_var, tau_a, rho_a, alpha):
         ok
         & finite
         & (log_m0 > math.log(_MIN_MASS))
-        & (m_var > 0)
+        & invertible
         & xp.isfinite(rho_msg)
         & xp.isfinite(tau_msg)
         & (rho_m >= 1.0 / z_var + rho_s)

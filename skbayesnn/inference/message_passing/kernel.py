@@ -29,6 +29,7 @@ from numba import njit
 
 from ...core.gaussian import _TRUNC_ASYMPTOTIC, _TRUNC_MEAN_SERIES, _TRUNC_VAR_SERIES
 from ..pbp_kernel import _relu_parts
+from .activation import _INVERTIBLE_VAR
 
 #: Output factor codes of :func:`visit_kernel`.
 REGRESSION, ONE_HOT_REGRESSION, ARGMAX, SOFTMAX = 0, 1, 2, 3
@@ -357,14 +358,15 @@ def _leaky_forward(z_mean, z_var, tau_a, rho_a, alpha):
             m_mean, m_var, log_m0, finite = _mixture2(
                 lw_p, lw_n, e_p, alpha * e_n, v_p, alpha * alpha * v_n
             )
-        rho_m = 1.0 / (m_var if m_var > 0.0 else 1.0)
+        invertible = m_var > _INVERTIBLE_VAR
+        rho_m = 1.0 / (m_var if invertible else 1.0)
         tau_m = m_mean * rho_m
         rho_msg = rho_m - rho_a
         tau_msg = tau_m - tau_a
         accept = (
             finite
             and log_m0 > _LOG_MIN_MASS
-            and m_var > 0.0
+            and invertible
             and math.isfinite(rho_msg)
             and math.isfinite(tau_msg)
             and rho_m >= 1.0 / z_var + rho_a

@@ -190,6 +190,9 @@ def hidden_layer_backward(
     w_sq = w_var + w_mean * w_mean
     tau_x = xp.sum(tau_p * w_mean, axis=1)
     rho_x = xp.sum(rho_p * w_sq, axis=1)
+    # The floor keeps the message's mean; §5.3's special case (every message
+    # into z uninformative -> G(0, eps)) is not singled out: it needs forward
+    # variances beyond 1/(2e-8), a network that has already diverged.
     tau_x, rho_x = min_precision(tau_x, rho_x, eps)
     tau_b, rho_b = weighted_sum_backward(tau_z, rho_z, z_mean, z_var, 1.0, b_mean, b_var)
     return tau_w, rho_w, tau_b, rho_b, tau_x, rho_x

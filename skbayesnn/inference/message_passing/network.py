@@ -615,7 +615,11 @@ def posterior_moments(state):
 def predict_moments(state, X):
     """Prediction branch (§9): moments of the output units through the marginals.
 
-    Direct moment matching for the activations (§5.6 (a)).
+    Direct moment matching for the activations (§5.6 (a)).  The marginals are
+    the prior times every slot, the last-visited batch's included as its
+    damped aggregate: one posterior whatever the visiting order (the authors'
+    code predicts right after a visit, from that batch's undamped messages;
+    the two differ by the damping rate, 1 - 0.9 at most).
 
     Returns
     -------
@@ -639,7 +643,9 @@ def regression_output(noise_var):
     return output
 
 
-def classification_output(kind, n_classes, *, noise_var=0.01, regularize=False):
+def classification_output(kind, n_classes, *, noise_var=0.01, regularize=False,
+                          argmax_noise=likelihood.ARGMAX_NOISE,
+                          reg_var=likelihood.ARGMAX_REG_VAR):
     """Output callable of a classification factor on integer labels (§3.3).
 
     Parameters
@@ -652,6 +658,10 @@ def classification_output(kind, n_classes, *, noise_var=0.01, regularize=False):
         ``beta^2`` of the one-hot regression.
     regularize : bool, default=False
         The argmax factor's one-hot regularisation (§5.11).
+    argmax_noise : float, default=0.3
+        The argmax factor's extra pairwise noise variance ``s^2`` (§5.11).
+    reg_var : float, default=0.1
+        Variance ``gamma^2`` of the regularising factors ``N(a; +-1, gamma^2)``.
 
     Returns
     -------
@@ -662,7 +672,8 @@ def classification_output(kind, n_classes, *, noise_var=0.01, regularize=False):
 
     def output(z_mean, z_var, labels):
         if kind == "argmax":
-            return likelihood.argmax_backward(z_mean, z_var, labels, regularize=regularize)
+            return likelihood.argmax_backward(z_mean, z_var, labels, noise_var=argmax_noise,
+                                              regularize=regularize, reg_var=reg_var)
         if kind == "softmax":
             return likelihood.softmax_backward(z_mean, z_var, labels)
         hot = likelihood.one_hot(labels, n_classes, array_namespace(z_mean))
@@ -677,5 +688,7 @@ def classification_output(kind, n_classes, *, noise_var=0.01, regularize=False):
         "kind": codes[kind],
         "noise_var": float(noise_var),
         "regularize": bool(regularize),
+        "argmax_noise": float(argmax_noise),
+        "reg_var": float(reg_var),
     }
     return output
