@@ -196,7 +196,7 @@ def _parse_table_cached(path, mtime_ns, size):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data"
-            table = np.loadtxt(path, dtype=np.float64, ndmin=2)
+            table = np.loadtxt(path, dtype=np.float64, ndmin=2, encoding="utf-8-sig")
     except ValueError as exc:
         raise ValueError(f"Could not parse {path} as a numeric table: {exc}") from None
     table.setflags(write=False)

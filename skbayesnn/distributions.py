@@ -720,10 +720,11 @@ class GaussianMixturePredictive(_ContinuousMixin):
 
         w, m = self._weights, self._means
         mean = np.sum(w * m, axis=-1)
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):
             dev2 = (m - mean[..., None]) ** 2
-            between = np.sum(w * dev2, axis=-1)
-            var = np.sum(w * (self._vars + dev2), axis=-1)
+            # a zero-weight component counts for nothing, however far away
+            between = np.sum(np.where(w > 0, w * dev2, 0.0), axis=-1)
+            var = np.sum(w * self._vars, axis=-1) + between
         if not np.all(np.isfinite(var)):
             raise ValueError(
                 "the mixture's variance overflows float64: its component means are too far "

@@ -130,7 +130,12 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
                 f"got {int(stats.n)}. Pass more data or a numeric noise_precision."
             )
         spec = lg.spectrum(stats)
-        if fixed[1] is None and spec["t"] > 0 and lg.least_squares_rss(spec) <= 1e-10 * spec["t"]:
+        rank, rss = lg.least_squares_fit(spec)
+        # Interpolation (rank n - 1 of the centred rows), or noise-free targets:
+        # rounding alone leaves rss ~1e-13 t when interpolating, and fits with a
+        # noise std down to 1e-6 of the target's (rss ~1e-13 t) are still fine.
+        exact = rank >= stats.n - 1 or rss <= 1e-14 * spec["t"]
+        if fixed[1] is None and spec["t"] > 0 and exact:
             warnings.warn(
                 "The inputs reproduce the centred targets exactly (as when n_features >= "
                 "n_samples - 1), so the evidence has no maximum in the noise precision and "

@@ -163,7 +163,8 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     max_epochs : int, default=40
         Passes over the training data in ``fit``.
     gain_w : float > 0, default=0.25
-        Prior weight variance ``gain_w / n_in`` (tagi.md §7: 0.25 in the UCI runs).
+        Gain of the prior weight variance, ``gain_w / n_in`` with the default
+        ``init`` (tagi.md §7: 0.25 in the UCI runs).
     gain_b : float > 0, default=0.01
         Prior bias variance.
     init : {"he", "xavier"}, default="he"
@@ -335,7 +336,8 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     batch_size : int, default=10
     max_epochs : int, default=40
     gain_w : float > 0, default=1.0
-        Prior weight variance ``gain_w / n_in`` (1 in the paper's MNIST runs).
+        Gain of the prior weight variance, ``gain_w / n_in`` with the default
+        ``init`` (1 in the paper's MNIST runs).
     gain_b : float > 0, default=0.01
     init : {"he", "xavier"}, default="he"
         Scaling of the prior weight variance: ``gain_w / n_in``, or

@@ -254,8 +254,9 @@ def test_feature_names_length_mismatch(tmp_path):
 def test_byte_order_mark_is_read_and_non_utf8_names_are_refused(synthetic):
     # Windows editors start files with a UTF-8 byte order mark; the index must
     # still read as numbers.
-    path = synthetic["folder"] / "index_train_0.txt"
-    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    for name in ("index_train_0.txt", "data.txt"):
+        path = synthetic["folder"] / name
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     b = load_uci("yacht", data_home=synthetic["root"])
     np.testing.assert_array_equal(b.y_train, synthetic["data"][synthetic["splits"][0][0], 1])
     # A Latin-1 names file gives an error that names the file.

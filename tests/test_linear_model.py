@@ -149,6 +149,17 @@ def test_exact_fit_warns_that_the_noise_level_is_not_identified(n, d):
         # one sample more than the inputs can fit: the noise is identified
         X2, y2 = rng.normal(size=(d + 2, d)), rng.normal(size=d + 2)
         BayesianLinearRegressor().fit(X2, y2)
+    # noise-free targets in the inputs' span warn whatever n; a tiny but real
+    # noise (std 1e-6 of the target's) is identified and fitted without warning
+    X3 = rng.normal(size=(200, 3))
+    with pytest.warns(ConvergenceWarning, match="no maximum"):
+        BayesianLinearRegressor().fit(X3, X3 @ [1.0, -2.0, 0.5])
+    y3 = X3 @ [1.0, -2.0, 0.5] + 2e-6 * rng.normal(size=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = BayesianLinearRegressor().fit(X3, y3)
+    noise = np.sqrt(fitted.predict_dist(X3[:1]).aleatoric_var[0])  # original units
+    assert 1e-6 < noise < 4e-6
 
 
 def test_predictions_are_equivariant_to_target_units(rng):

@@ -875,6 +875,12 @@ def test_crps_mixture_overflow_raises():
     # a mixture whose own variance overflows is refused when it is built
     with pytest.raises(ValueError, match="variance overflows"):
         M.crps_gaussian_mixture([0.0], [[-1e308, 1e308]], [[1.0, 1.0]], [0.5, 0.5])
+    # ... but a far component of weight zero counts for nothing: N(1e307, 1) at
+    # its own mean has CRPS (sqrt(2) - 1) / sqrt(pi)
+    value = M.crps_gaussian_mixture([1e307], [[1e307, -1e307]], [[1.0, 1.0]], [1.0, 0.0])
+    assert value == pytest.approx((np.sqrt(2.0) - 1.0) / np.sqrt(np.pi), rel=1e-12)
+    dist = GaussianMixturePredictive([[0.0, 1e200]], [[1.0, 1.0]], [1.0, 0.0])
+    assert dist.var()[0] == 1.0
 
 
 def test_interval_width_of_a_degenerate_infinite_interval_is_zero():

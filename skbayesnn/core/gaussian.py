@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .._backend import array_namespace, special
 
 __all__ = [
@@ -584,9 +586,13 @@ def truncated_gaussian_moments(mean, var):
     ia2 = 1.0 / (a * a)
     t_plus_lam = xp.where(far, _horner(_TRUNC_MEAN_SERIES, ia2) / a, t_d + lam)
     factor = xp.where(far, ia2 * _horner(_TRUNC_VAR_SERIES, ia2), 1.0 - lam * (lam + t_d))
-    factor = xp.clip(factor, float(xp.finfo(factor.dtype).tiny), 1.0)
+    factor = xp.clip(factor, float(xp.finfo(dtype).tiny), 1.0)
     out = (log_mass, std * t_plus_lam, var * factor)
-    return tuple(xp.asarray(o, dtype=dtype) for o in out)
+    if dtype == xp.float64:
+        return out
+    # rounding to a narrower type: a log mass below its range is -inf, as it should be
+    with np.errstate(over="ignore"):
+        return tuple(xp.asarray(o, dtype=dtype) for o in out)
 
 
 # ----------------------------------------------------------------------------

@@ -89,21 +89,27 @@ def spectrum(stats):
     return dict(x_bar=x_bar, y_bar=y_bar, e=xp.maximum(e, 0.0), U=U, rr=U.T @ r, t=t)
 
 
-def least_squares_rss(spec):
-    """Residual sum of squares of the centred least-squares fit, from :func:`spectrum`.
+def least_squares_fit(spec):
+    """Rank and residual sum of squares of the centred least-squares fit.
 
-    ``t - sum_k rr_k^2 / e_k`` over the numerically non-zero eigenvalues
-    (``e_k > 1e-12 max e``); 0 when the centred inputs span the centred targets
-    (as when ``n_features >= n_samples - 1``), where the evidence grows without
+    From :func:`spectrum`: the rank counts the numerically non-zero eigenvalues
+    (``e_k > 1e-12 max e``) and the residual is ``t - sum_k rr_k^2 / e_k`` over
+    them.  With ``rank >= n - 1`` (``n`` rows, centred) or a zero residual the
+    inputs reproduce the centred targets exactly, and the evidence grows without
     bound in the noise precision.
+
+    Returns
+    -------
+    rank : int
+    rss : float
     """
     xp = array_namespace(spec["e"])
     e, rr, t = spec["e"], spec["rr"], spec["t"]
     if e.shape[0] == 0:
-        return float(t)
+        return 0, float(t)
     keep = e > 1e-12 * float(xp.max(e))
     fitted = float(xp.sum(xp.where(keep, rr * rr / xp.where(keep, e, 1.0), 0.0)))
-    return max(float(t) - fitted, 0.0)
+    return int(xp.sum(keep)), max(float(t) - fitted, 0.0)
 
 
 def log_evidence(stats, prior_precision, noise_precision, *, spec=None):

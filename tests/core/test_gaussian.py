@@ -565,6 +565,10 @@ def test_truncated_gaussian_moments_keep_float32_and_its_accuracy():
     for a, b in zip(out32, out64):
         assert a.dtype == np.float32
         np.testing.assert_allclose(a, b.astype(np.float32), rtol=1e-6)
+    # beyond float32's range: log mass -inf, variance floored at float32's tiny
+    with np.errstate(**_raise_fp):
+        lm, _, tv = truncated_gaussian_moments(np.float32([-1e30]), np.ones(1, np.float32))
+    assert lm[0] == -np.inf and tv[0] == np.finfo(np.float32).tiny
 
 
 def test_truncated_gaussian_moments_against_scipy_and_extremes():

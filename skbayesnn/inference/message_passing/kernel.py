@@ -27,6 +27,10 @@ import math
 import numpy as np
 from numba import njit
 
+# Numba's on-disk cache freezes these imported constants and tracks only this
+# file: after editing them in development, clear __pycache__/kernel.*.nb[ic]
+# (the tests comparing the kernel with the array functions catch a stale cache;
+# an installed upgrade rewrites this file and so invalidates the cache).
 from ...core.gaussian import _TRUNC_ASYMPTOTIC, _TRUNC_MEAN_SERIES, _TRUNC_VAR_SERIES
 from ..pbp_kernel import _relu_parts
 from .activation import _INVERTIBLE_VAR
