@@ -150,6 +150,11 @@ class _MessagePassingMixin:
             st.online_slot = first_new
         network.fold_slots(st, st.online_slot)
 
+    @property
+    def posterior_(self):
+        check_is_fitted(self)
+        return network.to_posterior(self.state_)
+
     def memory_bytes(self, n_samples):
         """Message storage of a fit on ``n_samples`` rows, in bytes.
 
@@ -261,6 +266,11 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
     state_ : MPState
         Prior, batch-slot messages and marginals of every layer (standardised
         units).
+    posterior_ : GaussianMLPPosterior
+        The weight and bias marginals as the library's common posterior
+        (standardised units; ``sample_weights`` draws networks from it, §15
+        item 5); ``propagate(posterior_, X_scaled, act_approx="moment_match")``
+        is the predictive of §9.
     n_iter_ : int
         Epochs run (each ``partial_fit`` call counts one).
     n_features_in_, n_outputs_, x_scaler_, y_scaler_, device_
@@ -400,6 +410,11 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         ``predict_proba`` and later ``partial_fit`` calls use it, so a
         ``set_params(likelihood=...)`` takes effect at the next ``fit``.
     state_ : MPState
+    posterior_ : GaussianMLPPosterior
+        The weight and bias marginals as the library's common posterior
+        (standardised units; ``sample_weights`` draws networks from it, §15
+        item 5); ``propagate(posterior_, X_scaled, act_approx="moment_match")``
+        is the predictive of §9.
     n_iter_ : int
         Epochs run (each ``partial_fit`` call counts one).
     n_features_in_, x_scaler_, device_

@@ -328,3 +328,25 @@ def test_argmax_constants_reach_training_and_predict_proba(rng):
     np.testing.assert_allclose((inv[2] - inv[1]) / 0.7, (inv[1] - inv[0]) / 0.3, rtol=1e-8)
     with pytest.raises(ValueError, match="argmax_noise_var"):
         base.set_params(argmax_noise_var=-1.0).predict_proba(X)
+
+
+def test_posterior_networks_reproduce_the_one_hidden_layer_predictive(rng):
+    # posterior_ is the marginals as the common GaussianMLPPosterior (§15 item 5).
+    # With one hidden layer the moment-matched predictive of §9 is exact: the
+    # pre-activations are Gaussian and the hidden units independent given x.
+    # So networks drawn from posterior_ reproduce predict_dist's mean and
+    # epistemic variance (original units) within 5 Monte Carlo standard errors.
+    from skbayesnn._testing import assert_mc_close, mc_moments
+
+    X = rng.normal(size=(200, 3))
+    y = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.normal(size=200)
+    reg = MessagePassingRegressor((8,), batch_size=50, max_epochs=3, random_state=0).fit(X, y)
+    post = reg.posterior_
+    assert post.layer_sizes == [3, 8, 1]
+    weights, biases = post.sample_weights(40_000, random_state=1)
+    out = post.forward(reg.x_scaler_.transform(X[:10]), weights, biases)[..., 0]
+    s_y, m_y = reg.y_scaler_.scale_[0], reg.y_scaler_.mean_[0]
+    mean, var, se_mean, se_var = mc_moments(m_y + s_y * out)
+    dist = reg.predict_dist(X[:10])
+    assert_mc_close(dist.mean(), mean, se_mean, what="mean")
+    assert_mc_close(dist.epistemic_var, var, se_var, what="epistemic variance")

@@ -28,7 +28,6 @@ __all__ = [
     "hidden_layer_forward",
     "hidden_layer_backward",
     "product_backward_vmp",
-    "predict_forward",
 ]
 
 #: Precision floor of the paper (message_passing.md §8 item 3).
@@ -196,16 +195,3 @@ def hidden_layer_backward(
     tau_x, rho_x = min_precision(tau_x, rho_x, eps)
     tau_b, rho_b = weighted_sum_backward(tau_z, rho_z, z_mean, z_var, 1.0, b_mean, b_var)
     return tau_w, rho_w, tau_b, rho_b, tau_x, rho_x
-
-
-def predict_forward(x_mean, x_var, w_mean, w_var, b_mean, b_var):
-    """Prediction-branch forward message through a layer (§9).
-
-    The full marginals of the weights and biases, an observed input
-    (``x_var=None``) for the first layer or Gaussian input moments otherwise.
-
-    Returns
-    -------
-    z_mean, z_var : arrays of shape (n, n_out)
-    """
-    return linear_moments(x_mean, x_var, w_mean, w_var, b_mean, b_var)

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...core.gaussian import damp, from_natural, min_precision, to_natural
+from ...core.posterior import GaussianMLPPosterior
+from ...core.propagate import propagate
 from . import activation, kernel, likelihood, linear
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "is_finite",
     "predict_moments",
     "posterior_moments",
+    "to_posterior",
     "regression_output",
     "classification_output",
 ]
@@ -612,10 +615,27 @@ def posterior_moments(state):
     return out
 
 
+def to_posterior(state):
+    """The weight and bias marginals as the library's common
+    :class:`~skbayesnn.core.posterior.GaussianMLPPosterior` (LeakyReLU hidden
+    units with the state's slope)."""
+    layers = posterior_moments(state)
+    return GaussianMLPPosterior(
+        [w_m for w_m, _, _, _ in layers],
+        [w_v for _, w_v, _, _ in layers],
+        [b_m for _, _, b_m, _ in layers],
+        [b_v for _, _, _, b_v in layers],
+        activation="leaky_relu",
+        negative_slope=float(state.alpha),
+    )
+
+
 def predict_moments(state, X):
     """Prediction branch (§9): moments of the output units through the marginals.
 
-    Direct moment matching for the activations (§5.6 (a)).  The marginals are
+    Direct moment matching for the activations (§5.6 (a)): the shared analytic
+    predictive, ``propagate(to_posterior(state), X, act_approx="moment_match")``
+    (message_passing.md §9 is that computation).  The marginals are
     the prior times every slot, the last-visited batch's included as its
     damped aggregate: one posterior whatever the visiting order (the authors'
     code predicts right after a visit, from that batch's undamped messages;
@@ -625,12 +645,7 @@ def predict_moments(state, X):
     -------
     mean, var : arrays of shape (n, n_out)
     """
-    layers = posterior_moments(state)
-    z_m, z_v = linear.predict_forward(X, None, *layers[0])
-    for w_m, w_v, b_m, b_v in layers[1:]:
-        x_m, x_v = activation.leaky_relu_forward_direct(z_m, z_v, state.alpha)
-        z_m, z_v = linear.predict_forward(x_m, x_v, w_m, w_v, b_m, b_v)
-    return z_m, z_v
+    return propagate(to_posterior(state), X, act_approx="moment_match")
 
 
 def regression_output(noise_var):
