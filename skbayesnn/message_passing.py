@@ -38,7 +38,7 @@ class _MessagePassingMixin:
         "bias_prior_var": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
-        "n_iter_per_batch": [Interval(Integral, 1, None, closed="left"), callable],
+        "n_iter_per_batch": [Interval(Integral, 1, None, closed="left"), "array-like", callable],
         "memory": [StrOptions({"per_example", "per_batch"})],
         "damping": ["boolean"],
         "max_abs_z": [Interval(Real, 0, None, closed="neither"), None],
@@ -49,13 +49,23 @@ class _MessagePassingMixin:
         return 0.0 if self.activation == "relu" else float(self.negative_slope)
 
     def _n_iter(self, epoch):
-        if not callable(self.n_iter_per_batch):
-            return int(self.n_iter_per_batch)
-        n_iter = self.n_iter_per_batch(epoch)
+        schedule = self.n_iter_per_batch
+        if isinstance(schedule, Integral):
+            return int(schedule)
+        if callable(schedule):
+            n_iter = schedule(epoch)
+            where = f"n_iter_per_batch({epoch}) must return"
+        else:  # a sequence, one entry per epoch, the last one repeated
+            values = np.asarray(schedule, dtype=object).ravel()
+            if values.size == 0 or np.asarray(schedule).ndim != 1:
+                raise ValueError(
+                    "n_iter_per_batch must be an int, a callable or a 1-D sequence of "
+                    f"positive ints; got {schedule!r}."
+                )
+            n_iter = values[min(epoch, values.size) - 1]
+            where = f"n_iter_per_batch[{min(epoch, values.size) - 1}] must be"
         if isinstance(n_iter, bool) or not isinstance(n_iter, Integral) or n_iter < 1:
-            raise ValueError(
-                f"n_iter_per_batch({epoch}) must return a positive int, got {n_iter!r}."
-            )
+            raise ValueError(f"{where} a positive int, got {n_iter!r}.")
         return int(n_iter)
 
     def _prior_var(self, n_layers):
@@ -201,11 +211,12 @@ _TRAINING_DOC = """    prior_var : float, array-like of float or None, default=N
         ``max_epochs=1`` and many ``n_iter_per_batch``.
     max_epochs : int, default=20
         Passes over the batches in ``fit``.
-    n_iter_per_batch : int or callable, default=3
-        Iterations over the active batch on each visit; a callable maps the
-        (1-based) epoch to a positive int, e.g. ``lambda e: (e + 1) // 2``
-        (§6).  ``partial_fit`` visits its new batches as epoch 1 (no damping,
-        ``n_iter_per_batch(1)``).
+    n_iter_per_batch : int, sequence of int or callable, default=3
+        Iterations over the active batch on each visit; a sequence gives one
+        value per epoch (the last one repeated), a callable maps the (1-based)
+        epoch to a positive int, e.g. ``lambda e: (e + 1) // 2`` (§6).
+        ``partial_fit`` visits its new batches as epoch 1 (no damping, the
+        first epoch's iterations).
     memory : {"per_example", "per_batch"}, default="per_example"
         ``"per_example"`` stores one message per weight for every example of the
         active batch (the paper); ``"per_batch"`` only the active batch's

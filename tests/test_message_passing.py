@@ -350,3 +350,21 @@ def test_posterior_networks_reproduce_the_one_hidden_layer_predictive(rng):
     dist = reg.predict_dist(X[:10])
     assert_mc_close(dist.mean(), mean, se_mean, what="mean")
     assert_mc_close(dist.epistemic_var, var, se_var, what="epistemic variance")
+
+
+def test_iteration_schedule_as_a_sequence(rng):
+    # §15 item 1: the iterations-per-batch schedule may be an int, a list or a
+    # callable; a list gives epoch e its e-th entry, the last one repeated.
+    X = rng.normal(size=(90, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=90)
+    kw = dict(hidden_layer_sizes=(4,), batch_size=30, max_epochs=5, random_state=0)
+    listed = MessagePassingRegressor(n_iter_per_batch=[1, 2, 3], **kw).fit(X, y)
+    called = MessagePassingRegressor(n_iter_per_batch=lambda e: min(e, 3), **kw).fit(X, y)
+    np.testing.assert_array_equal(listed.predict(X), called.predict(X))
+    constant = MessagePassingRegressor(n_iter_per_batch=3, **kw).fit(X, y)
+    assert not np.allclose(listed.predict(X), constant.predict(X))
+    for bad, match in (([], "1-D sequence"), ([[1, 2]], "1-D sequence"),
+                       ([2, 0], r"n_iter_per_batch\[1\] must be a positive int"),
+                       ([1.5], r"n_iter_per_batch\[0\] must be a positive int")):
+        with pytest.raises(ValueError, match=match):
+            MessagePassingRegressor(n_iter_per_batch=bad, **kw).fit(X, y)
