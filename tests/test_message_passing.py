@@ -127,9 +127,26 @@ def test_pipeline_and_grid_search(rng):
         StandardScaler(),
         MessagePassingRegressor(hidden_layer_sizes=(4,), max_epochs=2, batch_size=40),
     )
+    pipe.set_params(messagepassingregressor__random_state=0)
     gs = GridSearchCV(pipe, {"messagepassingregressor__noise_std": [0.2, 0.5]}, cv=2)
     gs.fit(X, y)
-    assert gs.best_params_["messagepassingregressor__noise_std"] in (0.2, 0.5)
+    # the scores are each setting's R^2 on the folds, fitted by hand
+    from sklearn.base import clone
+    from sklearn.model_selection import KFold
+
+    by_hand = [
+        np.mean([
+            clone(pipe).set_params(messagepassingregressor__noise_std=v)
+            .fit(X[tr], y[tr]).score(X[te], y[te])
+            for tr, te in KFold(2).split(X)
+        ])
+        for v in (0.2, 0.5)
+    ]
+    np.testing.assert_allclose(gs.cv_results_["mean_test_score"], by_hand, rtol=1e-12)
+    assert gs.best_params_ == {
+        "messagepassingregressor__noise_std": (0.2, 0.5)[int(np.argmax(by_hand))]
+    }
+    assert max(by_hand) > 0.9  # y = x0 - x1 + noise 0.1: the fit explains it
 
 
 @pytest.mark.parametrize("memory", ["per_example", "per_batch"])
@@ -149,6 +166,13 @@ def test_hard_data_no_nan_no_negative_precision(rng, memory):
             assert np.all(np.isfinite(tau)) and np.all(rho >= 0)
     mean, std = reg.predict(X, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)
+    # the targets are standardised, so the fit is equivariant to their units
+    small = MessagePassingRegressor(
+        hidden_layer_sizes=(8, 8), max_epochs=3, batch_size=32, memory=memory, random_state=0
+    ).fit(X, y / 1e6)
+    mean_s, std_s = small.predict(X, return_std=True)
+    np.testing.assert_allclose(mean, 1e6 * mean_s, rtol=1e-8)
+    np.testing.assert_allclose(std, 1e6 * std_s, rtol=1e-8)
     clf = MessagePassingClassifier(hidden_layer_sizes=(8,), max_epochs=2, batch_size=32)
     clf.fit(X * 1e6, (X[:, 0] > 0).astype(int))
     assert np.all(np.isfinite(clf.predict_proba(X)))

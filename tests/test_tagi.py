@@ -50,6 +50,36 @@ def test_one_linear_layer_update_is_exact_gaussian_conditioning(rng):
     np.testing.assert_allclose(post.bias_vars[0], exact_var[4:], rtol=1e-13)
 
 
+@pytest.mark.parametrize("activation", ["tanh", "sigmoid", "softplus", "leaky_relu"])
+def test_hidden_update_is_exact_conditioning_of_the_linearised_chain(activation):
+    # A 1-1-1 chain whose output weight and bias are (nearly) known: under the
+    # linearisation at the mean (tagi.md §3.2) y = w2 (g(mu) + J (z1 - mu)) + b2 + v
+    # is linear-Gaussian in (w1, b1), so TAGI's layer-wise smoother must give
+    # the diagonal of exact conditioning (the other activations' updates are
+    # otherwise only compared between the kernel and the array path).
+    from skbayesnn.core.activations import activation_derivative, activation_value
+
+    post = _posterior([1, 1, 1], activation=activation, seed=3)
+    post.weight_means[1][:] = 1.3
+    post.weight_vars[1][:] = 1e-14
+    post.bias_vars[1][:] = 1e-14
+    x, y, noise_var = np.array([[0.7]]), np.array([[0.4]]), 0.05
+    m = np.array([post.weight_means[0][0, 0], post.bias_means[0][0]])
+    S = np.array([post.weight_vars[0][0, 0], post.bias_vars[0][0]])
+    w2, b2 = post.weight_means[1][0, 0], post.bias_means[1][0]
+    phi = np.array([x[0, 0], 1.0])
+    mu = phi @ m
+    g = float(activation_value(activation, mu))
+    J = float(activation_derivative(activation, mu))
+    s_y = w2**2 * J**2 * (phi @ (S * phi)) + noise_var
+    k = S * phi * J * w2 / s_y
+    tagi.update(post, x, y, noise_var)
+    np.testing.assert_allclose([post.weight_means[0][0, 0], post.bias_means[0][0]],
+                               m + k * (y[0, 0] - (w2 * g + b2)), rtol=1e-9)
+    np.testing.assert_allclose([post.weight_vars[0][0, 0], post.bias_vars[0][0]],
+                               S - k * k * s_y, rtol=1e-9)
+
+
 @pytest.mark.parametrize("activation", ["relu", "tanh", "softplus"])
 def test_training_forward_equals_linearised_propagate(rng, activation):
     # The forward pass of a training step (packed layers, bias as a weight on a

@@ -395,6 +395,9 @@ def test_softmax_proba_uses_the_square_root_probit():
     mean = np.array([[1.0, 0.0, -0.5]])
     var = np.array([[4.0, 1.0, 2.0]])
     p = likelihood.softmax_proba(mean, var)
+    t = mean / np.sqrt(1.0 + np.pi * var / 8.0)
+    np.testing.assert_allclose(p, np.exp(t) / np.exp(t).sum(axis=1, keepdims=True), rtol=1e-12)
+    # the note's worked values (§14 item 3), to their printed precision
     np.testing.assert_allclose(p, [[0.525, 0.281, 0.194]], atol=2e-3)
 
 
@@ -406,28 +409,41 @@ def test_regression_message_is_the_likelihood():
 
 
 def test_factors_run_in_the_strict_namespace(strict_xp):
+    # Every factor through the strict stand-in for CuPy (no direct NumPy call
+    # on a device array) gives the NumPy results, output by output.
     xp, asarray = strict_xp
     rng = np.random.default_rng(0)
-    x = asarray(rng.normal(size=(2, 3)))
-    xv = asarray(rng.uniform(0.1, 1, size=(2, 3)))
-    wm = asarray(rng.normal(size=(4, 3)))
-    wv = asarray(rng.uniform(0.1, 1, size=(4, 3)))
-    bm, bv = asarray(np.zeros(4)), asarray(np.ones(4))
-    zm, zv = linear.hidden_layer_forward(x, xv, wm, wv, bm, bv)
-    tz, rz = asarray(rng.normal(size=(2, 4))), asarray(np.ones((2, 4)))
-    linear.hidden_layer_backward(x, xv, wm, wv, bm, bv, zm, zv, tz, rz)
-    linear.first_layer_backward(
-        x, wm[None] + 0 * x[:, None, :1], wv[None] + 0 * x[:, None, :1], bm, bv, zm, zv, tz, rz
+    data = dict(
+        x=rng.normal(size=(2, 3)), xv=rng.uniform(0.1, 1, size=(2, 3)),
+        wm=rng.normal(size=(4, 3)), wv=rng.uniform(0.1, 1, size=(4, 3)),
+        bm=np.zeros(4), bv=np.ones(4), tz=rng.normal(size=(2, 4)), rz=np.ones((2, 4)),
+        labels=np.array([0, 3]),
     )
-    activation.leaky_relu_backward(zm, zv, tz, rz, 0.1)
-    activation.leaky_relu_forward(zm, zv, tz, rz, 0.1)
-    labels = asarray(np.array([0, 3]))
-    likelihood.argmax_backward(zm, zv, labels, regularize=True)
-    likelihood.argmax_proba(zm, zv)
-    likelihood.softmax_backward(zm, zv, labels)
-    likelihood.softmax_proba(zm, zv)
-    tau, rho = likelihood.regression_backward(zm, 0.5)
-    assert type(tau).__name__ == "StrictArray"
+
+    def run(a):
+        x, xv, wm, wv, bm, bv, tz, rz, labels = (a[k] for k in data)
+        zm, zv = linear.hidden_layer_forward(x, xv, wm, wv, bm, bv)
+        out = [zm, zv]
+        out += linear.hidden_layer_backward(x, xv, wm, wv, bm, bv, zm, zv, tz, rz)
+        out += linear.first_layer_backward(
+            x, wm[None] + 0 * x[:, None, :1], wv[None] + 0 * x[:, None, :1], bm, bv, zm, zv,
+            tz, rz,
+        )
+        out += activation.leaky_relu_backward(zm, zv, tz, rz, 0.1)
+        out += activation.leaky_relu_forward(zm, zv, tz, rz, 0.1)
+        out += likelihood.argmax_backward(zm, zv, labels, regularize=True)
+        out.append(likelihood.argmax_proba(zm, zv))
+        out += likelihood.softmax_backward(zm, zv, labels)
+        out.append(likelihood.softmax_proba(zm, zv))
+        out += likelihood.regression_backward(zm, 0.5)
+        return out
+
+    strict = run({k: asarray(v) for k, v in data.items()})
+    reference = run(data)
+    assert len(strict) == len(reference)
+    for s_out, ref in zip(strict, reference):
+        assert type(s_out).__name__ == "StrictArray"
+        np.testing.assert_allclose(np.asarray(s_out), ref, rtol=1e-12, atol=1e-300)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.1])

@@ -197,20 +197,26 @@ def test_mlp_training_fits_and_keeps_precisions_positive(rng):
 
 
 def test_engine_runs_in_the_strict_namespace(strict_xp):
+    # The array engine on the strict stand-in for CuPy gives NumPy's posterior
+    # and predictions (NumPy arrays run the same engine with use_kernel=False).
     xp, asarray = strict_xp
     rng = np.random.default_rng(0)
-    X = asarray(rng.normal(size=(12, 2)))
-    Y = asarray(rng.normal(size=(12, 1)))
-    st = network.init_state([2, 4, 1], rng=np.random.default_rng(0), xp=xp)
-    network.add_batches(st, 2)
-    batches = [(0, X[:6], Y[:6]), (1, X[6:], Y[6:])]
-    network.run_epoch(
-        st,
-        batches,
-        output=network.regression_output(0.1),
-        n_iter=2,
-        rng=np.random.default_rng(1),
-        epoch=1,
-    )
-    mean, var = network.predict_moments(st, X)
+    X_np, Y_np = rng.normal(size=(12, 2)), rng.normal(size=(12, 1))
+
+    def train(xp, X, Y, **kw):
+        st = network.init_state([2, 4, 1], rng=np.random.default_rng(0), xp=xp)
+        network.add_batches(st, 2)
+        batches = [(0, X[:6], Y[:6]), (1, X[6:], Y[6:])]
+        for epoch in (1, 2):
+            network.run_epoch(st, batches, output=network.regression_output(0.1), n_iter=2,
+                              rng=np.random.default_rng(epoch), epoch=epoch, **kw)
+        return st, network.predict_moments(st, X)
+
+    st, (mean, var) = train(xp, asarray(X_np), asarray(Y_np))
+    ref, (mean_ref, var_ref) = train(np, X_np, Y_np, use_kernel=False)
     assert type(mean).__name__ == "StrictArray"
+    np.testing.assert_allclose(np.asarray(mean), mean_ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(var), var_ref, rtol=1e-12)
+    for got, want in zip(network.posterior_moments(st), network.posterior_moments(ref)):
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(np.asarray(a), b, rtol=1e-12, atol=1e-14)
