@@ -56,14 +56,15 @@ class _MessagePassingMixin:
             n_iter = schedule(epoch)
             where = f"n_iter_per_batch({epoch}) must return"
         else:  # a sequence, one entry per epoch, the last one repeated
-            values = np.asarray(schedule, dtype=object).ravel()
-            if values.size == 0 or np.asarray(schedule).ndim != 1:
+            values = np.asarray(schedule, dtype=object)
+            if values.ndim != 1 or values.size == 0:
                 raise ValueError(
                     "n_iter_per_batch must be an int, a callable or a 1-D sequence of "
                     f"positive ints; got {schedule!r}."
                 )
-            n_iter = values[min(epoch, values.size) - 1]
-            where = f"n_iter_per_batch[{min(epoch, values.size) - 1}] must be"
+            index = min(epoch, values.size) - 1
+            n_iter = values[index]
+            where = f"n_iter_per_batch[{index}] must be"
         if isinstance(n_iter, bool) or not isinstance(n_iter, Integral) or n_iter < 1:
             raise ValueError(f"{where} a positive int, got {n_iter!r}.")
         return int(n_iter)

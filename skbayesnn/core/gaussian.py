@@ -532,10 +532,12 @@ _TRUNC_VAR_SERIES = (
 
 
 def _horner(coefficients, x):
-    """``sum_n coefficients[n] x^n`` by Horner's rule."""
-    out = coefficients[-1] + 0.0 * x
-    for c in coefficients[-2::-1]:
-        out = out * x + c
+    """``sum_n coefficients[n] x^n`` by Horner's rule (arrays or floats; the
+    message-passing kernel compiles this same function with Numba)."""
+    n = len(coefficients)
+    out = coefficients[n - 1] + 0.0 * x
+    for i in range(n - 2, -1, -1):
+        out = out * x + coefficients[i]
     return out
 
 

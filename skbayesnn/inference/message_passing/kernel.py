@@ -31,9 +31,13 @@ from numba import njit
 # file: after editing them in development, clear __pycache__/kernel.*.nb[ic]
 # (the tests comparing the kernel with the array functions catch a stale cache;
 # an installed upgrade rewrites this file and so invalidates the cache).
+from ...core import gaussian
 from ...core.gaussian import _TRUNC_ASYMPTOTIC, _TRUNC_MEAN_SERIES, _TRUNC_VAR_SERIES
 from ..pbp_kernel import _relu_parts
 from .activation import _INVERTIBLE_VAR
+
+# The array code's series evaluation, compiled (one function serves both).
+_horner = njit(cache=True, error_model="numpy")(gaussian._horner)
 
 #: Output factor codes of :func:`visit_kernel`.
 REGRESSION, ONE_HOT_REGRESSION, ARGMAX, SOFTMAX = 0, 1, 2, 3
@@ -94,16 +98,6 @@ def erfcx(x):
     for k in range(16, 0, -1):
         f = x + 0.5 * k / f
     return _INV_SQRT_PI / f
-
-
-@njit(cache=True, error_model="numpy")
-def _horner(coefficients, x):
-    """``core.gaussian._horner`` for a float ``x``."""
-    n = len(coefficients)
-    out = coefficients[n - 1]
-    for i in range(n - 2, -1, -1):
-        out = out * x + coefficients[i]
-    return out
 
 
 @njit(cache=True, error_model="numpy")

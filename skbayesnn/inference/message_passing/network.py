@@ -140,30 +140,6 @@ class MPState:
     def n_slots(self):
         return len(self.slots_w[0]) if self.slots_w else 0
 
-    def to_namespace(self, xp):
-        from ..._backend import to_device
-
-        def mv(v):
-            if isinstance(v, list):
-                return [mv(a) for a in v]
-            if isinstance(v, tuple):
-                return tuple(mv(a) for a in v)
-            return to_device(v, xp)
-
-        return MPState(
-            self.sizes,
-            self.alpha,
-            self.bias,
-            mv(self.prior_w),
-            mv(self.prior_b),
-            mv(self.slots_w),
-            mv(self.slots_b),
-            mv(self.post_w),
-            mv(self.post_b),
-            self.n_fallback,
-            self.online_slot,
-        )
-
 
 def init_state(sizes, *, rng, xp, alpha=0.1, prior_var=None, bias_var=0.5, bias=True):
     """Prior of §7 (spectral random means, layer-wise variances, bias N(0, 0.5)).

@@ -523,8 +523,7 @@ def random_hidden_means(X, hidden, init, rng, xp, temperature=1.0):
         point = rng.uniform(lo - pad, hi + pad, size=(width, fan_in))
         b = -np.sum(W * point, axis=1)
         means.append(np.concatenate([b[:, None], W], axis=1))
-        pre = z @ W.T + b
-        z = pre / (1.0 + np.exp(-np.clip(pre / temperature, -700, 700)))  # rho * pre
+        z = gated_forward(means[-1:], z, temperature, np)[3]  # rho * pre
     return [to_device(mj, xp) for mj in means]
 
 
