@@ -173,6 +173,9 @@ class _MessagePassingMixin:
         ``16 * (P * (B + 4) + b * H)`` for ``"per_batch"``, with ``P`` the
         weights and biases, ``B = ceil(n_samples / batch_size)`` batch slots,
         ``b = batch_size`` and ``H`` hidden units (message_passing.md §11).
+        With one iteration per visit (``n_iter_per_batch`` 1 in every epoch)
+        no example's message is divided out again, so ``"per_example"`` needs
+        only the ``"per_batch"`` storage, and the formula is that one.
         ``partial_fit`` keeps all its calls' data in one slot: one more ``B``,
         and ``n_samples`` is the largest single call.  Needs a fitted model
         (the layer sizes).
@@ -180,7 +183,11 @@ class _MessagePassingMixin:
         check_is_fitted(self)
         sizes = list(self.state_.sizes)
         n_batches = -(-int(n_samples) // self.batch_size)
-        return network.memory_bytes(sizes, n_batches, self.batch_size, self.memory)
+        memory = self.memory
+        schedule = self.n_iter_per_batch
+        if not callable(schedule) and np.all(np.asarray(schedule, dtype=object) == 1):
+            memory = "per_batch"  # one iteration per visit stores no per-example messages
+        return network.memory_bytes(sizes, n_batches, self.batch_size, memory)
 
 
 # The parameters both estimators share, in three pieces so that each
@@ -222,7 +229,9 @@ _TRAINING_DOC = """    prior_var : float, array-like of float or None, default=N
         ``"per_example"`` stores one message per weight for every example of the
         active batch (the paper); ``"per_batch"`` only the active batch's
         running message (use it when ``batch_size`` times the parameter count
-        does not fit).  See :meth:`memory_bytes`.
+        does not fit).  A visit of one iteration never revisits an example,
+        so both are then the same computation and store the same (no
+        per-example messages).  See :meth:`memory_bytes`.
     damping : bool, default=True
         EMA damping of the batch aggregates, rate ``0.9 + 0.1 exp(-0.3 (e-1))``.
     max_abs_z : float > 0 or None, default=None

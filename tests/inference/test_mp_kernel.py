@@ -65,6 +65,22 @@ def test_kernel_matches_array_engine(kind, per_example):
     assert np.all(network.posterior_moments(a)[1][1] < prior_var)
 
 
+@pytest.mark.parametrize("use_kernel", [True, False])
+def test_one_iteration_per_visit_is_the_same_in_both_memory_modes(use_kernel):
+    # With one iteration an example's message is never divided out again, so
+    # "per_example" runs as "per_batch" (no b x P storage); the messages are the
+    # same and the fits differ only by the order in which the batch's product
+    # is summed.  Against the other path (kernel vs arrays) as well.
+    sizes = (3, 6, 5, 2)
+    a, (ma, va) = _train("gaussian", True, use_kernel, sizes=sizes, n_iter=1)
+    b, (mb, vb) = _train("gaussian", False, use_kernel, sizes=sizes, n_iter=1)
+    c, _ = _train("gaussian", True, not use_kernel, sizes=sizes, n_iter=1)
+    _assert_close(a, b, rtol=1e-12)
+    _assert_close(a, c, rtol=1e-10)
+    np.testing.assert_allclose(mb, ma, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(vb, va, rtol=1e-12)
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -122,6 +138,29 @@ def test_kernel_truncated_moments_match_the_array_function():
     ours = np.array([kernel._trunc_moments(x, 1.0) for x in t])
     ref = np.stack(truncated_gaussian_moments(t, np.ones_like(t)), axis=1)
     np.testing.assert_allclose(ours[:, 1:], ref[:, 1:], rtol=1e-14, atol=0.0)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.1])
+def test_kernel_direct_forward_matches_the_array_function_on_both_branches(alpha):
+    # _leaky_direct takes PBP's rectified moments above a = mean/std = -3 and the
+    # truncated moments (mass, mean, variance of z > 0) below; across the switch
+    # and deep into the flat part both agree with the array function (erfcx
+    # throughout), whose own error is ~a^4 ulp here (the kernel's is smaller).
+    from skbayesnn.inference.message_passing import activation
+
+    a = np.concatenate([np.linspace(-45.0, 4.0, 4901), -3.0 + np.array([-1e-12, 0.0, 1e-12])])
+    for var in (1e-6, 0.7, 50.0):
+        mean = a * np.sqrt(var)
+        ours = np.array([kernel._leaky_direct(m, var, alpha) for m in mean])
+        ref_m, ref_v = activation.leaky_relu_forward_direct(mean, np.full_like(mean, var), alpha)
+        np.testing.assert_allclose(ours[:, 0], ref_m, rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(ours[:, 1], ref_v, rtol=1e-12, atol=1e-300)
+    # beyond underflow and at zero variance: the deterministic activation
+    for m, v, want in ((-1e160, 0.5, alpha * -1e160), (-2.0, 0.0, -2.0 * alpha), (2.0, 0.0, 2.0)):
+        got_m, got_v = kernel._leaky_direct(m, v, alpha)
+        assert got_m == pytest.approx(want, rel=1e-15, abs=1e-300)
+        ref_m, ref_v = activation.leaky_relu_forward_direct(np.array(m), np.array(v), alpha)
+        assert got_v == pytest.approx(float(ref_v), rel=1e-12)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.1])

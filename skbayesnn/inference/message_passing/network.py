@@ -14,7 +14,9 @@ its examples' messages are multiplied into the slot, damped by the EMA of §6.
 ``memory="per_batch"`` keeps no per-example weight messages: each iteration over
 the active batch restarts from the cavity and rebuilds the batch's message
 example by example (ADF inside the batch, EP across batches); it needs the
-memory of a single extra message per weight.
+memory of a single extra message per weight.  A visit of one iteration never
+divides an example's message out again, so it runs as ``"per_batch"`` in either
+mode.
 
 Memory in float64 natural parameters (16 bytes per message), with ``P`` the
 number of weights and biases, ``B`` the number of batch slots, ``b`` the batch
@@ -505,7 +507,8 @@ def train_batch(
     rate : float
         EMA update rate of the slot (1 = no damping).
     per_example : bool
-        ``memory="per_example"`` (True) or ``"per_batch"``.
+        ``memory="per_example"`` (True) or ``"per_batch"``.  With ``n_iter=1``
+        the two are the same computation and the visit runs as ``"per_batch"``.
     chunk_size : int
         Examples processed together from the same marginals (1 = the paper's
         sequential schedule, the only one the estimators use).  Larger chunks
@@ -521,6 +524,11 @@ def train_batch(
     """
     xp = state.xp
     n = X.shape[0]
+    if n_iter == 1:
+        # A single iteration never divides an example's message out again, so
+        # "per_example" is "per_batch" (the same messages, the batch's product
+        # accumulated as they come) without the b x P message storage.
+        per_example = False
     active = _ActiveBatch(state, slot, n, per_example)
     order = rng.permutation(n)
     ready = _kernel_ready(state, X, output, chunk_size)
