@@ -109,10 +109,21 @@ def test_kernel_special_functions_match_scipy():
     ours = np.array([kernel.erfcx(v) for v in x])
     np.testing.assert_allclose(ours, sp.erfcx(x), rtol=2e-15)
     t = np.linspace(-80.0, 8.0, 20001)
-    ours = np.array([kernel.log_ndtr(v) for v in t])
-    np.testing.assert_allclose(ours, sp.log_ndtr(t), rtol=5e-14)
     np.testing.assert_allclose([kernel.ndtr(v) for v in t[-2000:]], sp.ndtr(t[-2000:]),
                                rtol=1e-15)
+    # the truncation mass log Phi(t) (of N(t, 1) on x >= 0), and its scaled
+    # form scale exp(-q) that the LeakyReLU messages compare without a log
+    parts = np.array([kernel._trunc_parts(v, 1.0, True) for v in t])
+    np.testing.assert_allclose(parts[:, 0], sp.log_ndtr(t), rtol=5e-14)
+    np.testing.assert_allclose(np.log(parts[:, 1]) - parts[:, 2], parts[:, 0], rtol=1e-15,
+                               atol=1e-15)
+    assert np.all((parts[:, 1] > 0.39 / (1.0 + np.abs(t))) & (parts[:, 1] <= 1.0))
+    # where Phi(t) is a normal float; exp(-t^2 / 2) is conditioned by t^2 (the
+    # rounding of t^2 alone), so the relative tolerance is a few t^2 ulp
+    shown = t > -37.0
+    got = parts[shown, 1] * np.exp(-parts[shown, 2])
+    eps = np.finfo(float).eps
+    assert np.all(np.abs(got / sp.ndtr(t[shown]) - 1.0) <= 4e-15 + 2.0 * t[shown] ** 2 * eps)
 
 
 def test_kernel_truncated_moments_match_the_array_function():

@@ -10,8 +10,8 @@ compiled by Numba, with scalar loops and the same arithmetic and guards as the
 array functions of :mod:`.linear`, :mod:`.activation` and :mod:`.likelihood`
 (the array path stays the reference and the path for CuPy and strict
 namespaces; ``tests/inference/test_mp_kernel.py`` checks that the two agree to
-rounding).  The scalar special functions below (``erfcx``, ``log_ndtr``,
-``ndtr``) agree with SciPy's to a few ulp.
+rounding).  The scalar special functions below (``erfcx``, ``ndtr``) agree
+with SciPy's to a few ulp.
 
 Layout follows :class:`~skbayesnn.inference.message_passing.network._ActiveBatch`:
 per layer ``(n_out, n_in)`` weight and ``(n_out,)`` bias arrays (tuples over
@@ -108,18 +108,6 @@ def ndtr(t):
     return 0.5 * math.erfc(-t * _INV_SQRT_2)
 
 
-@njit(cache=True, error_model="numpy")
-def log_ndtr(t):
-    """``log Phi(t)`` without underflow (``log(erfcx(-t/sqrt 2)/2) - t^2/2`` for t < -1)."""
-    if t != t:
-        return t
-    if t > 0.0:
-        return math.log1p(-0.5 * math.erfc(t * _INV_SQRT_2))
-    if t > -1.0:
-        return math.log(0.5 * math.erfc(-t * _INV_SQRT_2))
-    return math.log(0.5 * erfcx(-t * _INV_SQRT_2)) - 0.5 * t * t
-
-
 # ----------------------------------------------------------------------------
 # Gaussian algebra (core.gaussian, elementwise)
 # ----------------------------------------------------------------------------
@@ -152,25 +140,30 @@ def _wsum_backward(tau_s, rho_s, sum_mean, sum_var, coef, term_mean, term_var):
 
 
 @njit(cache=True, error_model="numpy")
-def _trunc_moments(mean, var):
-    """``truncated_gaussian_moments``: log mass, mean, variance of N(mean, var) on x >= 0."""
+def _trunc_parts(mean, var, with_log):
+    """Truncated moments of N(mean, var) on x >= 0 with the mass in two forms.
+
+    Returns ``(log_mass, scale, q, mean_t, var_t)``: the mass is ``scale *
+    exp(-q)`` with ``scale`` in ``(0.39 / (1 + |t|), 1]`` (``t = mean / std``), so a
+    ratio of masses needs no logarithm (:func:`_tilted_relative`).  Without
+    ``with_log``, ``log_mass`` is not computed (0).
+    """
     std = math.sqrt(var)
     t = mean / std
     if t > 0.0:
         # One erfc serves the mass and the ratio lam = phi(t)/Phi(t): the tail
         # c = 2 Phi(-t) is accurate, Phi(t) = 1 - c/2 >= 1/2 has no cancellation.
         c = math.erfc(t * _INV_SQRT_2)
-        lam = _INV_SQRT_2PI * math.exp(-0.5 * t * t) / (1.0 - 0.5 * c)
+        scale = 1.0 - 0.5 * c
+        lam = _INV_SQRT_2PI * math.exp(-0.5 * t * t) / scale
         factor = min(max(1.0 - lam * (lam + t), _TINY), 1.0)
-        return math.log1p(-0.5 * c), std * (t + lam), var * factor
-    t_d = max(t, -_TRUNC_ASYMPTOTIC - 1.0)
-    e = erfcx(-t_d * _INV_SQRT_2)
-    if t != t:
-        log_mass = t
-    elif t < -_TRUNC_ASYMPTOTIC:
-        log_mass = log_ndtr(t)
-    else:  # log Phi(t) = log(erfcx(-t / sqrt 2) / 2) - t^2 / 2, sharing erfcx
-        log_mass = math.log(0.5 * e) - 0.5 * t * t
+        log_mass = math.log1p(-0.5 * c) if with_log else 0.0
+        return log_mass, scale, 0.0, std * (t + lam), var * factor
+    # Phi(t) = erfcx(-t / sqrt 2) / 2 * exp(-t^2 / 2): no underflow, and lam shares erfcx
+    e = erfcx(-t * _INV_SQRT_2)
+    scale = 0.5 * e
+    q = 0.5 * t * t
+    log_mass = math.log(scale) - q if with_log else 0.0
     if t < -_TRUNC_ASYMPTOTIC:  # the series of core.gaussian (the direct forms cancel)
         a = min(max(-t, 1.0), 1e100)
         ia2 = 1.0 / (a * a)
@@ -178,10 +171,17 @@ def _trunc_moments(mean, var):
         factor = ia2 * _horner(_TRUNC_VAR_SERIES, ia2)
     else:
         lam = _SQRT_2_OVER_PI / e
-        t_plus_lam = t_d + lam
-        factor = 1.0 - lam * (lam + t_d)
+        t_plus_lam = t + lam
+        factor = 1.0 - lam * (lam + t)
     factor = min(max(factor, _TINY), 1.0)
-    return log_mass, std * t_plus_lam, var * factor
+    return log_mass, scale, q, std * t_plus_lam, var * factor
+
+
+@njit(cache=True, error_model="numpy")
+def _trunc_moments(mean, var):
+    """``truncated_gaussian_moments``: log mass, mean, variance of N(mean, var) on x >= 0."""
+    log_mass, _, _, t_mean, t_var = _trunc_parts(mean, var, True)
+    return log_mass, t_mean, t_var
 
 
 @njit(cache=True, error_model="numpy")
@@ -251,10 +251,11 @@ def _mixture2(lw0, lw1, m0, m1, v0, v1):
 # (leaky) ReLU factor (§5.6)
 # ----------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy")
-def _tilted_parts(z_mean, z_var, tau_a, rho_a, alpha):
+def _tilted_parts(z_mean, z_var, tau_a, rho_a, alpha, with_log):
     """The two truncated parts of ``leaky_relu_tilted`` before their Gaussian
-    normalisers: ``(lm_p, lm_n, e_p, e_n, v_p, v_n, a_mean, a_var)``, the log
-    truncation masses, means and variances of ``z`` in each part, and the
+    normalisers: ``(lm_p, lm_n, sc_p, sc_n, q_p, q_n, e_p, e_n, v_p, v_n, a_mean,
+    a_var)``, the log truncation masses (also as ``sc exp(-q)``, see
+    :func:`_trunc_parts`), means and variances of ``z`` in each part, and the
     moments of the backward message of ``a``."""
     tau_z = z_mean / z_var
     rho_z = 1.0 / z_var
@@ -262,18 +263,18 @@ def _tilted_parts(z_mean, z_var, tau_a, rho_a, alpha):
     a_var = 1.0 / rho_a
     rho_p = rho_z + rho_a
     m_p = (tau_z + tau_a) / rho_p
-    lm_p, e_p, v_p = _trunc_moments(m_p, 1.0 / rho_p)
+    lm_p, sc_p, q_p, e_p, v_p = _trunc_parts(m_p, 1.0 / rho_p, with_log)
     rho_n = rho_z + alpha * alpha * rho_a
     m_n = (tau_z + alpha * tau_a) / rho_n
-    lm_n, e_n, v_n = _trunc_moments(-m_n, 1.0 / rho_n)
-    return lm_p, lm_n, e_p, -e_n, v_p, v_n, a_mean, a_var
+    lm_n, sc_n, q_n, e_n, v_n = _trunc_parts(-m_n, 1.0 / rho_n, with_log)
+    return lm_p, lm_n, sc_p, sc_n, q_p, q_n, e_p, -e_n, v_p, v_n, a_mean, a_var
 
 
 @njit(cache=True, error_model="numpy")
 def _tilted(z_mean, z_var, tau_a, rho_a, alpha):
     """``leaky_relu_tilted``: log masses, means and variances of the two parts."""
-    lm_p, lm_n, e_p, e_n, v_p, v_n, a_mean, a_var = _tilted_parts(
-        z_mean, z_var, tau_a, rho_a, alpha
+    lm_p, lm_n, _, _, _, _, e_p, e_n, v_p, v_n, a_mean, a_var = _tilted_parts(
+        z_mean, z_var, tau_a, rho_a, alpha, True
     )
     lw_p = _normalizer_log(z_mean, z_var, a_mean, a_var) + lm_p
     lw_n = _normalizer_log(alpha * z_mean, alpha * alpha * z_var, a_mean, a_var) + lm_n
@@ -309,29 +310,33 @@ def _leaky_direct(z_mean, z_var, alpha):
 
 @njit(cache=True, error_model="numpy")
 def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
-    """The two parts of :func:`_tilted` with their log masses relative to each other.
+    """The two parts of :func:`_tilted` with their masses relative to each other.
 
-    Returns ``(delta, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n)``: the log mass of
-    part ``k`` is ``c_k - log(2 pi s_k) / 2`` and ``delta = lw_n - lw_p``, so the
-    mixture needs one ``log`` and one ``exp`` instead of the four ``log``, two
-    ``sqrt`` and two ``exp`` of :func:`_tilted` and :func:`_mixture2`.  ``delta``
-    is not finite where a part is degenerate; callers then take the general path.
+    Returns ``(delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n)``: part ``k``
+    has mass ``h_k exp(g_k) / sqrt(2 pi)`` and ``delta = lw_n - lw_p`` is the
+    log of the ratio of the two.  The truncation masses enter as ``scale
+    exp(-q)`` (:func:`_trunc_parts`), so ``delta`` takes one ``log`` and the
+    mixture (:func:`_mixture_relative`) one ``exp``, where :func:`_tilted` and
+    :func:`_mixture2` take five ``log`` and two ``exp``.  ``delta`` is not
+    finite where a part is degenerate; callers then take the general path.
     """
-    lm_p, lm_n, e_p, e_n, v_p, v_n, a_mean, a_var = _tilted_parts(
-        z_mean, z_var, tau_a, rho_a, alpha
+    _, _, sc_p, sc_n, q_p, q_n, e_p, e_n, v_p, v_n, a_mean, a_var = _tilted_parts(
+        z_mean, z_var, tau_a, rho_a, alpha, False
     )
     s_p = z_var + a_var
     d_p = z_mean - a_mean
     s_n = alpha * alpha * z_var + a_var
     d_n = alpha * z_mean - a_mean
-    c_p = lm_p - 0.5 * (d_p * d_p / s_p)
-    c_n = lm_n - 0.5 * (d_n * d_n / s_n)
-    delta = (c_n - c_p) - 0.5 * math.log(s_n / s_p)
-    return delta, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n
+    g_p = -q_p - 0.5 * (d_p * d_p / s_p)
+    g_n = -q_n - 0.5 * (d_n * d_n / s_n)
+    h_p = sc_p / math.sqrt(s_p)
+    h_n = sc_n / math.sqrt(s_n)
+    delta = (g_n - g_p) + math.log(h_n / h_p)
+    return delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n
 
 
 @njit(cache=True, error_model="numpy")
-def _mixture_relative(delta, c_p, c_n, s_p, s_n, m0, m1, v0, v1):
+def _mixture_relative(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     """Moment match of the two parts of :func:`_tilted_relative` (finite ``delta``).
 
     Returns ``(mean, var, log_m0)`` of the mixture ``N(m0, v0) + exp(delta) N(m1,
@@ -341,15 +346,15 @@ def _mixture_relative(delta, c_p, c_n, s_p, s_n, m0, m1, v0, v1):
     if delta <= 0.0:
         w0 = 1.0
         w1 = math.exp(delta)
-        c_top, s_top = c_p, s_p
+        g_top, h_top = g_p, h_p
     else:
         w0 = math.exp(-delta)
         w1 = 1.0
-        c_top, s_top = c_n, s_n
+        g_top, h_top = g_n, h_n
     total = w0 + w1  # in [1, 2]
     mean, var = _two_component_moments(w0 / total, w1 / total, m0, m1, v0, v1)
-    # log(total exp(c_top) / sqrt(2 pi s_top)) with one log
-    log_m0 = c_top - 0.5 * (_LOG_2PI + math.log(s_top / (total * total)))
+    # log(total h_top exp(g_top) / sqrt(2 pi)) with one log
+    log_m0 = g_top + math.log(total * h_top) - 0.5 * _LOG_2PI
     return mean, var, log_m0
 
 
@@ -361,11 +366,11 @@ def _leaky_forward(z_mean, z_var, tau_a, rho_a, alpha):
     """
     ok = rho_a > 0.0 and math.isfinite(rho_a) and math.isfinite(tau_a)
     if ok:
-        delta, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n = _tilted_relative(
+        delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_relative(
             z_mean, z_var, tau_a, rho_a, alpha
         )
         if math.isfinite(delta):
-            m_mean, m_var, log_m0 = _mixture_relative(delta, c_p, c_n, s_p, s_n, e_p,
+            m_mean, m_var, log_m0 = _mixture_relative(delta, g_p, g_n, h_p, h_n, e_p,
                                                       alpha * e_n, v_p, alpha * alpha * v_n)
             finite = True
         else:
@@ -403,11 +408,11 @@ def _leaky_backward(z_mean, z_var, tau_a, rho_a, alpha):
     tau = 0.0
     rho = 0.0
     if ok:
-        delta, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n = _tilted_relative(
+        delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_relative(
             z_mean, z_var, tau_a, rho_a, alpha
         )
         if math.isfinite(delta):
-            m_mean, m_var, _ = _mixture_relative(delta, c_p, c_n, s_p, s_n, e_p, e_n, v_p, v_n)
+            m_mean, m_var, _ = _mixture_relative(delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n)
             finite = True
         else:
             lw_p, lw_n, e_p, e_n, v_p, v_n = _tilted(z_mean, z_var, tau_a, rho_a, alpha)
