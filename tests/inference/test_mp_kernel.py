@@ -113,7 +113,7 @@ def test_kernel_special_functions_match_scipy():
                                rtol=1e-15)
     # the truncation mass log Phi(t) (of N(t, 1) on x >= 0), and its scaled
     # form scale exp(-q) that the LeakyReLU messages compare without a log
-    parts = np.array([kernel._trunc_parts(v, 1.0, True) for v in t])
+    parts = np.array([kernel._trunc_standard(v, True) for v in t])
     np.testing.assert_allclose(parts[:, 0], sp.log_ndtr(t), rtol=5e-14)
     np.testing.assert_allclose(np.log(parts[:, 1]) - parts[:, 2], parts[:, 0], rtol=1e-15,
                                atol=1e-15)
@@ -151,15 +151,27 @@ def test_kernel_truncated_moments_match_the_array_function():
     np.testing.assert_allclose(ours[:, 1:], ref[:, 1:], rtol=1e-14, atol=0.0)
 
 
+def _message_grid():
+    """Forward messages of z (mean, variance) and backward messages of a (mean,
+    natural parameters) from ordinary to extreme: ``zm, zv, am, ta, ra``."""
+    z_means = [-1e160, -30.0, -3.0, -0.1, 0.0, 0.1, 3.0, 30.0, 1e160]
+    z_vars = [1e-12, 0.5, 4.0, 1e12]
+    a_means = [-5.0, 0.0, 2.0, 1e160]
+    rho_as = [0.0, 1e-310, 1e-9, 3e-8, 0.3, 1.0, 30.0, 1e8]
+    zm, zv, am, ra = np.array(np.meshgrid(z_means, z_vars, a_means, rho_as)).reshape(4, -1)
+    return zm, zv, am, am * ra, ra
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.1])
-def test_kernel_direct_forward_matches_the_array_function_on_both_branches(alpha):
-    # _leaky_direct takes PBP's rectified moments above a = mean/std = -3 and the
-    # truncated moments (mass, mean, variance of z > 0) below; across the switch
-    # and deep into the flat part both agree with the array function (erfcx
-    # throughout), whose own error is ~a^4 ulp here (the kernel's is smaller).
+def test_kernel_direct_forward_matches_the_array_function(alpha):
+    # _leaky_direct takes the moments from the truncation of z at 0 (mass,
+    # mean, variance of z > 0: erfc above a = mean/std = 0, erfcx below, the
+    # series below -15); from a positive mean deep into the flat part it agrees
+    # with the array function, whose own error is ~a^4 ulp for a << 0.
     from skbayesnn.inference.message_passing import activation
 
-    a = np.concatenate([np.linspace(-45.0, 4.0, 4901), -3.0 + np.array([-1e-12, 0.0, 1e-12])])
+    a = np.concatenate([np.linspace(-45.0, 4.0, 4901), -15.0 + np.array([-1e-12, 0.0, 1e-12]),
+                        [-1e-300, 0.0, 1e-300, 40.0, 1e3]])
     for var in (1e-6, 0.7, 50.0):
         mean = a * np.sqrt(var)
         ours = np.array([kernel._leaky_direct(m, var, alpha) for m in mean])
@@ -186,13 +198,7 @@ def test_kernel_leaky_relu_messages_match_the_array_functions(alpha):
     # well conditioned the values agree to 1e-10.
     from skbayesnn.inference.message_passing import activation
 
-    z_means = [-1e160, -30.0, -3.0, -0.1, 0.0, 0.1, 3.0, 30.0, 1e160]
-    z_vars = [1e-12, 0.5, 4.0, 1e12]
-    a_means = [-5.0, 0.0, 2.0, 1e160]
-    rho_as = [0.0, 1e-310, 1e-9, 3e-8, 0.3, 1.0, 30.0, 1e8]
-    grid = np.array(np.meshgrid(z_means, z_vars, a_means, rho_as)).reshape(4, -1)
-    zm, zv, am, ra = grid
-    ta = am * ra
+    zm, zv, am, ta, ra = _message_grid()
     fwd = np.array([kernel._leaky_forward(*r, alpha) for r in zip(zm, zv, ta, ra)])
     bwd = np.array([kernel._leaky_backward(*r, alpha) for r in zip(zm, zv, ta, ra)])
     delta = np.array([kernel._tilted_relative(*r, alpha)[0] if r[3] > 0 else 0.0
@@ -237,6 +243,40 @@ def test_kernel_leaky_relu_messages_match_the_array_functions(alpha):
     for ours, ref in ((fwd[:, 0], ref_m), (fwd[:, 1], ref_v), (bwd[:, 0], ref_t),
                       (bwd[:, 1], ref_r)):
         np.testing.assert_allclose(ours[good], ref[good], rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.1])
+def test_kernel_layer_messages_equal_the_one_unit_functions(alpha):
+    # The kernel computes a layer's LeakyReLU messages in stages over its units
+    # (_leaky_forward_layer, _leaky_backward_layer); they must be bitwise the
+    # one-unit functions, with the same fallbacks, on a grid that mixes units
+    # without a backward message, degenerate parts (the general path) and
+    # rejected forward marginals in one layer, and on a layer without any
+    # backward message (an example's first iteration: all direct).
+    zm, zv, am, ta, ra = _message_grid()
+    counts = []
+    for rho_a in (ra, np.zeros_like(ra)):
+        tau_a = ta * (rho_a > 0)
+        work = np.full((kernel._N_ROWS, zm.size), np.nan)
+        xm, xv = np.empty_like(zm), np.empty_like(zm)
+        n_fallback = kernel._leaky_forward_layer(zm, zv, tau_a, rho_a, alpha, xm, xv, work)
+        ref, fallbacks = [], 0
+        for r in zip(zm, zv, tau_a, rho_a):
+            m, v, used = kernel._leaky_forward(*r, alpha)
+            fallbacks += (not used) and r[3] > 0
+            ref.append(kernel._moments(m / v + r[2], 1.0 / v + r[3]))
+        ref = np.array(ref)
+        np.testing.assert_array_equal(xm, ref[:, 0])
+        np.testing.assert_array_equal(xv, ref[:, 1])
+        assert n_fallback == fallbacks
+        counts.append(n_fallback)
+        tau, rho = np.empty_like(zm), np.empty_like(zm)
+        kernel._leaky_backward_layer(zm, zv, tau_a, rho_a, alpha, tau, rho, work)
+        ref = np.array([kernel._leaky_backward(*r, alpha) for r in zip(zm, zv, tau_a, rho_a)])
+        np.testing.assert_array_equal(tau, ref[:, 0])
+        np.testing.assert_array_equal(rho, ref[:, 1])
+    # the grid falls back on some informed units; without messages nothing counts
+    assert 0 < counts[0] < np.sum(ra > 0) and counts[1] == 0
 
 
 @pytest.mark.parametrize("cavity", [True, False])
