@@ -173,9 +173,11 @@ class _MessagePassingMixin:
         ``16 * (P * (B + 4) + b * H)`` for ``"per_batch"``, with ``P`` the
         weights and biases, ``B = ceil(n_samples / batch_size)`` batch slots,
         ``b = batch_size`` and ``H`` hidden units (message_passing.md §11).
-        With one iteration per visit (``n_iter_per_batch`` 1 in every epoch)
-        no example's message is divided out again, so ``"per_example"`` needs
-        only the ``"per_batch"`` storage, and the formula is that one.
+        With one iteration per visit (``n_iter_per_batch`` 1 in every epoch of
+        ``fit``) no example's message is divided out again, so
+        ``"per_example"`` needs only the ``"per_batch"`` storage, and the
+        formula is that one (``partial_fit`` takes epoch 1's iterations only,
+        so for it the formula may overstate).
         ``partial_fit`` keeps all its calls' data in one slot: one more ``B``,
         and ``n_samples`` is the largest single call.  Needs a fitted model
         (the layer sizes).
@@ -184,8 +186,7 @@ class _MessagePassingMixin:
         sizes = list(self.state_.sizes)
         n_batches = -(-int(n_samples) // self.batch_size)
         memory = self.memory
-        schedule = self.n_iter_per_batch
-        if not callable(schedule) and np.all(np.asarray(schedule, dtype=object) == 1):
+        if all(self._n_iter(e) == 1 for e in range(1, self.max_epochs + 1)):
             memory = "per_batch"  # one iteration per visit stores no per-example messages
         return network.memory_bytes(sizes, n_batches, self.batch_size, memory)
 

@@ -306,13 +306,15 @@ def test_argmax_proba_is_chunked_by_working_memory(rng, monkeypatch):
 
 
 @pytest.mark.parametrize("memory, n_iter", [("per_example", 3), ("per_batch", 3),
-                                            ("per_example", 1)])
+                                            ("per_example", 1), ("per_example", [1, 1, 3]),
+                                            ("per_example", lambda epoch: 1)])
 def test_fit_memory_is_bounded_by_the_documented_formula(rng, memory, n_iter):
     # memory_bytes is the message storage (message_passing.md §11); the peak of
     # everything NumPy allocates during a fit is that plus a few copies of the
     # data (validation, scaling, batch order), and not much less than it.  With
     # one iteration per visit "per_example" stores no per-example messages
-    # (the formula is per_batch's, 8x less here).
+    # (the formula is per_batch's, 8x less here), whatever form the schedule
+    # takes (the two epochs of this fit use one iteration each).
     import tracemalloc
 
     X = rng.normal(size=(2000, 8))

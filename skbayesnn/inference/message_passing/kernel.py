@@ -377,6 +377,8 @@ def _direct_combine(z_mean, z_var, alpha, std, scale, q, t_plus_lam, factor):
     """
     if z_var <= 0.0:
         return (z_mean if z_mean > 0.0 else alpha * z_mean), _MIN_VAR
+    if t_plus_lam == math.inf:  # z_mean / std overflowed: z > 0, LReLU(z) = z
+        return z_mean, max(z_var, _MIN_VAR)
     cdf = scale if q == 0.0 else scale * math.exp(-q)
     m_t = std * t_plus_lam
     mr = cdf * m_t
