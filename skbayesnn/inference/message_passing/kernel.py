@@ -297,15 +297,14 @@ def _tilted_setup(z_mean, z_var, tau_a, rho_a, alpha):
 @njit(cache=True, error_model="numpy", inline="always")
 def _tilted_combine(std_p, var_p, std_n, var_n, gq_p, gq_n, sq_p, sq_n,
                     sc_p, q_p, tpl_p, f_p, sc_n, q_n, tpl_n, f_n):  # fmt: skip
-    """The parts' moments and relative masses from :func:`_tilted_setup` and the
-    two :func:`_trunc_standard`: ``(delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p,
-    v_n)`` as :func:`_tilted_relative` returns them."""
-    g_p = -q_p - gq_p
-    g_n = -q_n - gq_n
+    """The parts' moments and masses from :func:`_tilted_setup` and the two
+    :func:`_trunc_standard`: ``(h_n / h_p, g_p, g_n, h_p, h_n, e_p, e_n, v_p,
+    v_n)``, :func:`_tilted_relative`'s results with the ratio of the ``h`` in
+    place of ``delta`` (arithmetic only; ``delta`` takes a ``log``)."""
     h_p = sc_p / sq_p
     h_n = sc_n / sq_n
-    delta = (g_n - g_p) + math.log(h_n / h_p)
-    return delta, g_p, g_n, h_p, h_n, std_p * tpl_p, -(std_n * tpl_n), var_p * f_p, var_n * f_n
+    return (h_n / h_p, -q_p - gq_p, -q_n - gq_n, h_p, h_n, std_p * tpl_p, -(std_n * tpl_n),
+            var_p * f_p, var_n * f_n)  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")
@@ -339,8 +338,10 @@ def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
     )
     _, sc_p, q_p, tpl_p, f_p = _trunc_standard(t_p, False)
     _, sc_n, q_n, tpl_n, f_n = _trunc_standard(t_n, False)
-    return _tilted_combine(std_p, var_p, std_n, var_n, gq_p, gq_n, sq_p, sq_n,
-                           sc_p, q_p, tpl_p, f_p, sc_n, q_n, tpl_n, f_n)  # fmt: skip
+    ratio, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_combine(
+        std_p, var_p, std_n, var_n, gq_p, gq_n, sq_p, sq_n,
+        sc_p, q_p, tpl_p, f_p, sc_n, q_n, tpl_n, f_n)  # fmt: skip
+    return (g_n - g_p) + math.log(ratio), g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n
 
 
 @njit(cache=True, error_model="numpy")
@@ -361,6 +362,8 @@ def _tilted_relative_layer(zm, zv, ta, ra, alpha, W):
             W[_STD_P, k], W[_VAR_P, k], W[_STD_N, k], W[_VAR_N, k], W[_GQ_P, k], W[_GQ_N, k],
             W[_SQ_P, k], W[_SQ_N, k], W[_SC_P, k], W[_Q_P, k], W[_TPL_P, k], W[_F_P, k],
             W[_SC_N, k], W[_Q_N, k], W[_TPL_N, k], W[_F_N, k])  # fmt: skip
+    for k in range(n):  # the log apart, so that the loop above is vectorised
+        W[_DELTA, k] = (W[_G_N, k] - W[_G_P, k]) + math.log(W[_DELTA, k])
 
 
 @njit(cache=True, error_model="numpy", inline="always")
