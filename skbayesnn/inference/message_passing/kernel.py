@@ -257,7 +257,8 @@ def _mixture2(lw0, lw1, m0, m1, v0, v1):
 _T_P, _STD_P, _VAR_P, _T_N, _STD_N, _VAR_N, _GQ_P, _GQ_N, _SQ_P, _SQ_N = range(10)
 _SC_P, _Q_P, _TPL_P, _F_P, _SC_N, _Q_N, _TPL_N, _F_N = range(10, 18)
 _DELTA, _G_P, _G_N, _H_P, _H_N, _E_P, _E_N, _V_P, _V_N = range(18, 27)
-_N_ROWS = 27
+_M_MEAN, _M_VAR, _M_USABLE = range(27, 30)  # the backward messages' marginals
+_N_ROWS = 30
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -509,20 +510,20 @@ def _backward_marginal(z_mean, z_var, tau_a, rho_a, alpha,
 
 
 @njit(cache=True, error_model="numpy")
-def _backward_from_marginal(z_mean, z_var, ok, m_mean, m_var, finite):
+def _backward_from_marginal(z_mean, z_var, m_mean, m_var, usable):
     """``leaky_relu_backward``'s message ``marginal / forward message`` with its
-    guards (§5.6 (c)): 0 where the message of ``a`` was unusable (``ok``) or the
-    result is not finite, the precision floored (§8 item 3)."""
+    guards (§5.6 (c)): 0 where the message of ``a`` or the marginal was not
+    ``usable`` or the result is not finite, the precision floored (§8 item 3)."""
     tau = 0.0
     rho = 0.0
-    if ok:
+    if usable:
         rho_z = 1.0 / z_var
         tau_z = z_mean * rho_z
         rho_m = max(rho_z + _EPS, 1.0 / (m_var if m_var > 0.0 else math.inf))
         tau_m = m_mean * rho_m
         t = tau_m - tau_z
         r = rho_m - rho_z
-        if finite and math.isfinite(t) and math.isfinite(r):
+        if math.isfinite(t) and math.isfinite(r):
             tau = t
             rho = r
     return _min_precision(tau, rho)
@@ -554,7 +555,7 @@ def _leaky_backward(z_mean, z_var, tau_a, rho_a, alpha):
         )
         m_mean, m_var, finite = _backward_marginal(z_mean, z_var, tau_a, rho_a, alpha, delta,
                                                    g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n)
-    return _backward_from_marginal(z_mean, z_var, ok, m_mean, m_var, finite)
+    return _backward_from_marginal(z_mean, z_var, m_mean, m_var, ok and finite)
 
 
 @njit(cache=True, error_model="numpy")
@@ -596,16 +597,16 @@ def _leaky_backward_layer(zm, zv, ta, ra, alpha, tau, rho, W):
     """Backward messages of a layer's units (§5.6 (c)) into ``tau``, ``rho``."""
     n = zm.shape[0]
     _tilted_relative_layer(zm, zv, ta, ra, alpha, W)
-    for k in range(n):  # (rows of the first stage reused for the marginal)
-        W[_T_P, k], W[_T_N, k], W[_STD_P, k] = 0.0, 0.0, 0.0
+    for k in range(n):
+        W[_M_MEAN, k], W[_M_VAR, k], W[_M_USABLE, k] = 0.0, 0.0, 0.0
         if _backward_ok(ta[k], ra[k]):
-            W[_T_P, k], W[_T_N, k], finite = _backward_marginal(
+            W[_M_MEAN, k], W[_M_VAR, k], finite = _backward_marginal(
                 zm[k], zv[k], ta[k], ra[k], alpha, W[_DELTA, k], W[_G_P, k], W[_G_N, k],
                 W[_H_P, k], W[_H_N, k], W[_E_P, k], W[_E_N, k], W[_V_P, k], W[_V_N, k])
-            W[_STD_P, k] = 1.0 if finite else 0.0
+            W[_M_USABLE, k] = 1.0 if finite else 0.0
     for k in range(n):
-        tau[k], rho[k] = _backward_from_marginal(zm[k], zv[k], _backward_ok(ta[k], ra[k]),
-                                                 W[_T_P, k], W[_T_N, k], W[_STD_P, k] > 0.0)
+        tau[k], rho[k] = _backward_from_marginal(zm[k], zv[k], W[_M_MEAN, k], W[_M_VAR, k],
+                                                 W[_M_USABLE, k] > 0.0)
 
 
 # ----------------------------------------------------------------------------
@@ -1025,8 +1026,8 @@ def visit_kernel(
         width_max = max(width_max, cav_tw[layer].shape[0], cav_tw[layer].shape[1])
     x_obs_var = np.zeros(X.shape[1])  # observed inputs have no variance
     tau_z = np.empty(width_max)  # message into the current layer's outputs
-    work = np.empty((_N_ROWS, width_max))  # the LeakyReLU messages' stages
     rho_z = np.empty(width_max)
+    work = np.empty((_N_ROWS, width_max))  # the LeakyReLU messages' stages
     for it in range(n_iter):
         if not per_example and it > 0:  # restart from the cavity (memory="per_batch")
             for layer in range(n_layers):
