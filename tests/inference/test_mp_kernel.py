@@ -147,6 +147,27 @@ def test_kernel_special_functions_match_scipy():
     assert np.all(np.abs(got / sp.ndtr(t[shown]) - 1.0) <= 4e-15 + 2.0 * t[shown] ** 2 * eps)
 
 
+def test_kernel_erfcx_series_limits_and_exp_compensation():
+    # erfcx on x >= 0 is one Chebyshev series in y = (x - 4)/(x + 4); it must
+    # keep SciPy's accuracy where y rounds to 1 (x > 1e16) up to overflow of
+    # x itself, give erfcx(inf) = 0 and pass NaN.
+    x = np.concatenate([[0.0, 5e-324, 1e-300, 1e-8], np.geomspace(1e15, 1e307, 300)])
+    ours = np.array([kernel._erfcx_nonneg(v) for v in x])
+    np.testing.assert_allclose(ours, sp.erfcx(x), rtol=2e-15, atol=0.0)
+    assert kernel._erfcx_nonneg(np.inf) == 0.0
+    assert np.isnan(kernel._erfcx_nonneg(np.nan))
+    # exp(-t^2/2) with t^2's rounding compensated: within 2 ulp of an 80-bit
+    # reference where the plain exp(-0.5 * t * t) errs by up to t^2/2 ulp.
+    t = np.linspace(-38.0, 38.0, 40001)
+    ours = np.array([kernel._exp_neg_half_square(v) for v in t])
+    ref = np.exp(-0.5 * np.longdouble(t) ** 2)
+    normal = ref > np.finfo(float).tiny
+    err = np.abs((ours[normal] - ref[normal]) / ref[normal]).astype(float)
+    assert err.max() <= 2.0 * np.finfo(float).eps
+    assert [kernel._exp_neg_half_square(v) for v in (40.0, 1e200, np.inf)] == [0.0, 0.0, 0.0]
+    assert np.isnan(kernel._exp_neg_half_square(np.nan))
+
+
 def test_kernel_truncated_moments_match_the_array_function():
     # The kernel's branch for t = mean/std > 0 shares one erfc between the mass and
     # the inverse Mills ratio, and -1 < t <= 0 takes log Phi from the erfcx it
