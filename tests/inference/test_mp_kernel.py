@@ -169,14 +169,14 @@ def test_kernel_erfcx_series_limits_and_exp_compensation():
 
 
 def test_kernel_truncated_moments_match_the_array_function():
-    # The kernel's branch for t = mean/std > 0 shares one erfc between the mass and
-    # the inverse Mills ratio, and -1 < t <= 0 takes log Phi from the erfcx it
-    # needs anyway; both against the SciPy-based array function.  Relative
-    # tolerances throughout, so a log Phi that loses its tiny values for t >> 0
-    # (log(1 - c/2) instead of log1p(-c/2)) fails: measured gaps are 1e-14 for the
-    # moments and 4e-13 for log Phi at t > 8, where libm's and SciPy's erfc tails
-    # both err by ~1e-13 relative (against 50-digit mpmath).  Below t = -1 the
-    # arithmetic is unchanged and ill-conditioned (t + lam cancels).
+    # Both signs of t = mean/std take erfcx(|t| / sqrt 2): for t > 0 it gives the
+    # tail c = erfc(t / sqrt 2) that serves the mass and the inverse Mills ratio,
+    # for -1 < t <= 0 log Phi; both against the SciPy-based array function.
+    # Relative tolerances throughout, so a log Phi that loses its tiny values for
+    # t >> 0 (log(1 - c/2) instead of log1p(-c/2)) fails: measured gaps are 7e-15
+    # for the moments and 2.2e-13 for log Phi at t > 8, where SciPy's log_ndtr
+    # errs by 2e-13 relative and the kernel's by 4e-16 (against 60-digit
+    # mpmath).  Below t = -1 the arithmetic is ill-conditioned (t + lam cancels).
     t = np.concatenate([np.linspace(-1.0, 40.0, 20001), [-1e-300, 0.0, 1e-300, 1e3]])
     var = np.full_like(t, 2.5)
     mean = t * np.sqrt(var)
@@ -207,7 +207,7 @@ def _message_grid():
 @pytest.mark.parametrize("alpha", [0.0, 0.1])
 def test_kernel_direct_forward_matches_the_array_function(alpha):
     # _leaky_direct takes the moments from the truncation of z at 0 (mass,
-    # mean, variance of z > 0: erfc above a = mean/std = 0, erfcx below, the
+    # mean, variance of z > 0: erfcx of |a| / sqrt 2, a = mean/std, and the
     # series below -15); from a positive mean deep into the flat part it agrees
     # with the array function, whose own error is ~a^4 ulp for a << 0.
     from skbayesnn.inference.message_passing import activation
