@@ -67,7 +67,7 @@ _LOOP_MATH = {"reassoc", "contract"}
 # series serves every x >= 0 (the form of Shepherd & Laframboise, Math. Comp.
 # 36, 1981).  Computed with 50-digit mpmath at 80 Chebyshev nodes; terms
 # after the 25th are below 1e-17.  Worst relative error of :func:`_erfcx_nonneg`
-# 4.4e-16 against mpmath on [0, 40] (SciPy's: 6.7e-16).
+# 6.1e-16 against mpmath on [0, 40] (SciPy's: 9.1e-16), 3.8e-16 above 0.2.
 _ERFCX_K = 4.0
 _ERFCX_CHEB = np.array([
     1.1774832005374487,
