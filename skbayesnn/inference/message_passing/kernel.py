@@ -10,8 +10,8 @@ compiled by Numba, with scalar loops and the same arithmetic and guards as the
 array functions of :mod:`.linear`, :mod:`.activation` and :mod:`.likelihood`
 (the array path stays the reference and the path for CuPy and strict
 namespaces; ``tests/inference/test_mp_kernel.py`` checks that the two agree to
-rounding).  The scalar special functions below (``erfcx``, ``ndtr``) agree
-with SciPy's to a few ulp.
+rounding).  The scalar special functions below (``erfcx`` on ``x >= 0``,
+``ndtr``) agree with SciPy's to a few ulp.
 
 Layout follows :class:`~skbayesnn.inference.message_passing.network._ActiveBatch`:
 per layer ``(n_out, n_in)`` weight and ``(n_out,)`` bias arrays (tuples over
@@ -129,20 +129,6 @@ def _exp_neg_half_square(t):
 
 
 @njit(cache=True, error_model="numpy")
-def erfcx(x):
-    """Scaled complementary error function ``exp(x^2) erfc(x)``.
-
-    ``x >= 0``: :func:`_erfcx_nonneg`; ``x < 0``: ``2 exp(x^2) - erfcx(-x)``
-    (no cancellation, ``inf`` on overflow; ``x^2`` uncompensated, as in SciPy).
-    """
-    if x < 0.0:
-        if x < -26.7:
-            return math.inf
-        return 2.0 * math.exp(x * x) - _erfcx_nonneg(-x)  # as SciPy (Faddeeva) does
-    return _erfcx_nonneg(x)
-
-
-@njit(cache=True, error_model="numpy")
 def ndtr(t):
     """Standard normal cdf ``Phi(t)``."""
     return 0.5 * math.erfc(-t * _INV_SQRT_2)
@@ -180,9 +166,16 @@ def _wsum_backward(tau_s, rho_s, sum_mean, sum_var, coef, term_mean, term_var):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
+def _trunc_erfcx(t):
+    """``erfcx(|t| / sqrt 2)``, the one special function of the truncation at
+    ``t`` (:func:`_trunc_from_erfcx`)."""
+    return _erfcx_nonneg(abs(t) * _INV_SQRT_2)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
 def _trunc_from_erfcx(t, e, with_log):
-    """:func:`_trunc_standard` from ``e = erfcx(|t| / sqrt 2)`` (the layer
-    functions compute ``e`` for all units first, in a vectorised loop)."""
+    """:func:`_trunc_standard` from ``e =`` :func:`_trunc_erfcx` ``(t)`` (the
+    layer functions compute ``e`` for all units first, in a vectorised loop)."""
     if t > 0.0:
         # The tail c = 2 Phi(-t) = erfc(t / sqrt 2) is accurate, Phi(t) = 1 - c/2
         # >= 1/2 has no cancellation, and exp(-t^2/2) serves c and the ratio
@@ -222,7 +215,7 @@ def _trunc_standard(t, with_log):
     + t)`` (times the variance of the untruncated Gaussian).  Both signs of
     ``t`` take ``erfcx(|t| / sqrt 2)``.
     """
-    return _trunc_from_erfcx(t, _erfcx_nonneg(abs(t) * _INV_SQRT_2), with_log)
+    return _trunc_from_erfcx(t, _trunc_erfcx(t), with_log)
 
 
 @njit(cache=True, error_model="numpy")
@@ -410,8 +403,8 @@ def _tilted_relative_layer(zm, zv, ta, ra, alpha, W):
          W[_GQ_P, k], W[_GQ_N, k], W[_SQ_P, k], W[_SQ_N, k], _, _) = _tilted_setup(
             zm[k], zv[k], ta[k], ra[k], alpha)  # fmt: skip
     for k in range(n):  # vectorised
-        W[_EX_P, k] = _erfcx_nonneg(abs(W[_T_P, k]) * _INV_SQRT_2)
-        W[_EX_N, k] = _erfcx_nonneg(abs(W[_T_N, k]) * _INV_SQRT_2)
+        W[_EX_P, k] = _trunc_erfcx(W[_T_P, k])
+        W[_EX_N, k] = _trunc_erfcx(W[_T_N, k])
     for k in range(n):
         _, W[_SC_P, k], W[_Q_P, k], W[_TPL_P, k], W[_F_P, k] = _trunc_from_erfcx(
             W[_T_P, k], W[_EX_P, k], False)
@@ -478,7 +471,7 @@ def _leaky_direct_layer(zm, zv, alpha, mean, var, W):
         W[_STD_P, k] = math.sqrt(zv[k])
         W[_T_P, k] = zm[k] / W[_STD_P, k]
     for k in range(n):  # vectorised
-        W[_EX_P, k] = _erfcx_nonneg(abs(W[_T_P, k]) * _INV_SQRT_2)
+        W[_EX_P, k] = _trunc_erfcx(W[_T_P, k])
     for k in range(n):
         _, W[_SC_P, k], W[_Q_P, k], W[_TPL_P, k], W[_F_P, k] = _trunc_from_erfcx(
             W[_T_P, k], W[_EX_P, k], False)
