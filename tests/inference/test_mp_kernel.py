@@ -372,6 +372,40 @@ def test_kernel_weight_moments_keep_the_precision_floor(cavity):
     np.testing.assert_allclose(zv, ref_v @ xm**2 + (ref_m**2 + ref_v) @ xv + b_v, rtol=1e-14)
 
 
+@pytest.mark.parametrize("n_iter", [1, 2, 3])
+def test_kernel_never_reads_a_message_before_writing_it(n_iter):
+    # The kernel takes its example-message arrays uninitialised from a
+    # workspace kept across visits (network._ActiveBatch): an example's old
+    # message is read only from its second iteration on, after its first
+    # wrote it.  Filled with NaN, the arrays must not change any bit of the fit.
+    sizes = [3, 6, 5, 2]
+    r = np.random.default_rng(0)
+    X = r.normal(size=(14, 3))
+    Y = np.sin(X @ r.normal(size=(3, 2)))
+    out = network.regression_output(0.16)
+
+    def fit(workspace):
+        st = network.init_state(sizes, rng=np.random.default_rng(1), xp=np)
+        network.add_batches(st, 2)
+        g = np.random.default_rng(3)
+        for k in (0, 1, 0, 1):
+            if workspace is not None:
+                for buf in workspace.values():
+                    buf[...] = np.nan
+            network.train_batch(st, X[7 * k : 7 * k + 7], Y[7 * k : 7 * k + 7], k, output=out,
+                                n_iter=n_iter, rng=g, use_kernel=True, workspace=workspace)
+        return st
+
+    workspace = {}
+    st_nan, st_ref = fit(workspace), fit(None)
+    assert len(workspace) == 4 * len(sizes[1:])  # the buffers were used (and NaN-filled)
+    for (t, r_), (t_ref, r_ref) in zip(st_nan.post_w + st_nan.post_b,
+                                       st_ref.post_w + st_ref.post_b):
+        np.testing.assert_array_equal(t, t_ref)
+        np.testing.assert_array_equal(r_, r_ref)
+    assert network.is_finite(st_nan)
+
+
 def test_use_kernel_true_refuses_other_schedules():
     st = network.init_state([2, 1], rng=np.random.default_rng(0), xp=np)
     network.add_batches(st, 1)

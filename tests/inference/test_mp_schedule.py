@@ -163,6 +163,36 @@ def test_visits_keep_the_posterior_equal_to_prior_times_slots(rng, bias):
         np.testing.assert_allclose(t_inc, t, rtol=0, atol=1e-12 * max(np.abs(t).max(), scale))
 
 
+@pytest.mark.parametrize("n_iter", [1, 2, 3])
+def test_batch_message_is_the_product_of_the_example_messages(rng, n_iter):
+    """The slot a visit commits is ``q / cavity`` (no sum over the b x P stored
+    messages, which the kernel's last iteration does not store): on the array
+    path, which stores every message, it equals their product (the sum of
+    natural parameters) to rounding, after any number of iterations."""
+    X = rng.normal(size=(12, 3))
+    y = np.tanh(X[:, :1]) + 0.1 * rng.normal(size=(12, 1))
+    st = network.init_state([3, 6, 5, 1], rng=np.random.default_rng(0), xp=np)
+    network.add_batches(st, 2)
+    out = network.regression_output(0.05)
+    g = np.random.default_rng(2)
+    for k in (0, 1, 0):  # a revisit: the cavity holds the other slot
+        network.train_batch(st, X[6 * k : 6 * k + 6], y[6 * k : 6 * k + 6], k, output=out,
+                            n_iter=2, rng=g, use_kernel=False)
+    active = network._ActiveBatch(st, 1, 6, True)
+    for it in range(n_iter):
+        for i in g.permutation(6):
+            active.step(X[6 + i : 7 + i], y[6 + i : 7 + i], np.array([i]), out)
+        if it < n_iter - 1:
+            active.recompute()
+    w, b = active.batch_message()
+    for (t, r), (mt, mr) in zip(w + b, active.msg_w + active.msg_b):
+        scale = np.abs(r).max()
+        assert scale > 0  # the messages are not all zero
+        np.testing.assert_allclose(r, mr.sum(axis=0), rtol=0, atol=1e-12 * scale)
+        np.testing.assert_allclose(t, mt.sum(axis=0), rtol=0,
+                                   atol=1e-12 * max(np.abs(t).max(), scale))
+
+
 def test_memory_formula_counts_messages():
     sizes = [5, 8, 1]
     p = (5 + 1) * 8 + (8 + 1) * 1

@@ -10,11 +10,12 @@ divided out (the cavity ``prior x other slots``) and, with
 ``memory="per_example"`` (the paper's schedule), every example of the batch owns
 one message per weight, replaced (old divided out, new multiplied in) each time
 the example is revisited, so no datum is counted twice.  When the batch is left
-its examples' messages are multiplied into the slot, damped by the EMA of §6.
+its examples' messages are multiplied into the slot, damped by the EMA of §6
+(their product is the marginal over the cavity, so it is read off ``q``).
 ``memory="per_batch"`` keeps no per-example weight messages: each iteration over
 the active batch restarts from the cavity and rebuilds the batch's message
-example by example (ADF inside the batch, EP across batches); it needs the
-memory of a single extra message per weight.  A visit of one iteration never
+example by example (ADF inside the batch, EP across batches); the formula
+below counts one extra message per weight for it.  A visit of one iteration never
 divides an example's message out again, so it runs as ``"per_batch"`` in either
 mode.
 
@@ -262,9 +263,14 @@ def _moments(tau, rho):
 class _ActiveBatch:
     """Messages and caches of the active batch (§4 per-layer state, §6 step 1)."""
 
-    def __init__(self, state, slot, n, per_example):
+    def __init__(self, state, slot, n, per_example, *, workspace=None, zero_messages=True):
         xp = state.xp
         self.state, self.slot, self.n, self.per_example = state, slot, n, per_example
+        # ``workspace``: a dict that keeps the message arrays from one visit to
+        # the next (fresh ones of b x P cost page faults on first touch);
+        # ``zero_messages=False`` for the kernel, which writes an example's
+        # message before it first reads it.
+        self.workspace, self.zero_messages = workspace, zero_messages
         self.cav_w, self.cav_b = [], []
         for layer in range(state.n_layers):
             tw, rw = state.post_w[layer]
@@ -277,11 +283,34 @@ class _ActiveBatch:
         # backward messages to each hidden layer's input, per example (§5.3, §5.6)
         self.back = [(xp.zeros((n, d)), xp.zeros((n, d))) for d in state.sizes[1:-1]]
 
+    def _messages(self, key, shape):
+        """Example messages of ``shape`` (zero if ``zero_messages``), from the workspace."""
+        xp, ws = self.state.xp, self.workspace
+        if ws is None:
+            return xp.zeros(shape) if self.zero_messages else xp.empty(shape)
+        buf = ws.get(key)
+        if buf is None or buf.shape[0] < shape[0] or buf.shape[1:] != shape[1:]:
+            buf = ws[key] = xp.empty(shape)
+        out = buf[: shape[0]]
+        if self.zero_messages:
+            out[...] = 0.0
+        return out
+
     def reset_messages(self):
-        xp, st = self.state.xp, self.state
+        """Marginals back to the cavities; example messages zero (§6 step 1).
+
+        With ``memory="per_batch"`` no example message is stored (the batch's
+        product is :meth:`batch_message`); the kernel still takes one array
+        per weight layer.
+        """
+        st = self.state
         n = self.n if self.per_example else 1
-        self.msg_w = [(xp.zeros((n,) + t.shape), xp.zeros((n,) + t.shape)) for t, _ in st.prior_w]
-        self.msg_b = [(xp.zeros((n,) + t.shape), xp.zeros((n,) + t.shape)) for t, _ in st.prior_b]
+        self.msg_w = [(self._messages(("wt", k), (n,) + t.shape),
+                       self._messages(("wr", k), (n,) + t.shape))
+                      for k, (t, _) in enumerate(st.prior_w)]
+        self.msg_b = [(self._messages(("bt", k), (n,) + t.shape),
+                       self._messages(("br", k), (n,) + t.shape))
+                      for k, (t, _) in enumerate(st.prior_b)]
         self.q_w = [(t + 0.0, r + 0.0) for t, r in self.cav_w]
         self.q_b = [(t + 0.0, r + 0.0) for t, r in self.cav_b]
 
@@ -299,9 +328,15 @@ class _ActiveBatch:
                 )
 
     def batch_message(self):
-        xp = self.state.xp
-        w = [(xp.sum(t, axis=0), xp.sum(r, axis=0)) for t, r in self.msg_w]
-        b = [(xp.sum(t, axis=0), xp.sum(r, axis=0)) for t, r in self.msg_b]
+        """The product of the batch's example messages, ``q / cavity`` (§6 step 3).
+
+        The marginal is the cavity times every example's current message, so
+        this is their product without a sum over ``b x P`` stored messages
+        (which ``memory="per_batch"`` does not keep, and the kernel's last
+        iteration does not store).
+        """
+        w = [(q[0] - c[0], q[1] - c[1]) for q, c in zip(self.q_w, self.cav_w)]
+        b = [(q[0] - c[0], q[1] - c[1]) for q, c in zip(self.q_b, self.cav_b)]
         return w, b
 
     def _replace(self, q, msg, layer, idx, tau_new, rho_new):
@@ -315,11 +350,9 @@ class _ActiveBatch:
             rq = q[layer][1] + xp.sum(rho_new - old_r, axis=0)
             t_old[k] = tau_new
             r_old[k] = rho_new
-        else:  # running batch message only (memory="per_batch")
+        else:  # no example messages (memory="per_batch")
             tq = q[layer][0] + xp.sum(tau_new, axis=0)
             rq = q[layer][1] + xp.sum(rho_new, axis=0)
-            t_old[0] = t_old[0] + xp.sum(tau_new, axis=0)
-            r_old[0] = r_old[0] + xp.sum(rho_new, axis=0)
         q[layer] = (tq, rq)
 
     def _own(self, msg, layer, idx):
@@ -380,8 +413,9 @@ def _commit(state, active, rate):
     """Deactivate: slot <- EMA(slot, product of the batch's messages) (§6 step 3).
 
     Weights are damped with ``rate``; biases are not (as in the paper's code).
-    Precisions of the slot are kept non-negative (a convex combination of
-    non-negative messages is non-negative; this only removes rounding).
+    Precisions of the slot are kept non-negative (the batch's messages are,
+    and so is a convex combination of them; this only removes the rounding of
+    ``q / cavity``).
     """
     xp = state.xp
     w, b = active.batch_message()
@@ -390,7 +424,9 @@ def _commit(state, active, rate):
         t, r = damp(old_t, old_r, w[layer][0], w[layer][1], rate)
         _replace_slot(state.slots_w, state.post_w, layer, active.slot, t, xp.maximum(r, 0.0))
         if state.bias:
-            _replace_slot(state.slots_b, state.post_b, layer, active.slot, *b[layer])
+            t, r = b[layer]
+            _replace_slot(state.slots_b, state.post_b, layer, active.slot, t,
+                          xp.maximum(r, 0.0))
 
 
 def _replace_slot(slots, post, layer, slot, tau, rho):
@@ -484,6 +520,7 @@ def train_batch(
     per_example=True,
     chunk_size=1,
     use_kernel=None,
+    workspace=None,
 ):
     """Visit batch ``slot`` with data ``(X, target)`` for ``n_iter`` iterations (§6).
 
@@ -521,6 +558,9 @@ def train_batch(
         arithmetic).  None: whenever possible (NumPy float64 arrays,
         ``chunk_size=1`` and an output with a ``kernel_spec``); False: the
         array functions (the reference, and the path of other namespaces).
+    workspace : dict or None, default=None
+        Keeps the example-message arrays for the next visit (:func:`run_epoch`
+        passes one per epoch); None allocates them for this visit.
     """
     xp = state.xp
     n = X.shape[0]
@@ -529,13 +569,15 @@ def train_batch(
         # "per_example" is "per_batch" (the same messages, the batch's product
         # accumulated as they come) without the b x P message storage.
         per_example = False
-    active = _ActiveBatch(state, slot, n, per_example)
-    order = rng.permutation(n)
     ready = _kernel_ready(state, X, output, chunk_size)
     if use_kernel and not ready:
         raise ValueError("the compiled kernel needs NumPy float64 arrays, chunk_size=1 "
                          "and an output factor with a kernel_spec")
-    if ready and use_kernel is not False:
+    compiled = ready and use_kernel is not False
+    active = _ActiveBatch(state, slot, n, per_example, workspace=workspace,
+                          zero_messages=not compiled)
+    order = rng.permutation(n)
+    if compiled:
         _visit_kernel(active, X, target, order, n_iter, output.kernel_spec)
         _commit(state, active, rate)
         return
@@ -546,7 +588,7 @@ def train_batch(
             idx = order[start : start + chunk_size]
             idx_x = xp.asarray(idx) if xp is not np else idx
             active.step(X[idx_x], target[idx_x], idx_x, output)
-        if it < n_iter - 1:  # the last marginals are not read: the visit commits messages
+        if per_example and it < n_iter - 1:  # the last marginals are only read by the commit
             active.recompute()
     _commit(state, active, rate)
 
@@ -571,6 +613,7 @@ def run_epoch(
     no damping).  ``use_kernel`` as in :func:`train_batch`.
     """
     rate = ema_rate(epoch) if damping else 1.0
+    workspace = {}
     for k in rng.permutation(len(batches)):
         slot, Xb, tb = batches[k]
         train_batch(
@@ -585,6 +628,7 @@ def run_epoch(
             per_example=per_example,
             chunk_size=chunk_size,
             use_kernel=use_kernel,
+            workspace=workspace,
         )
     recompute_posterior(state)
 
