@@ -170,6 +170,26 @@ class _BayesianEstimatorMixin:
         xp = self._namespace()
         return self._scale_X(X, xp), xp
 
+    def _check_finite_prediction(self, X_scaled, *outputs):
+        """Raise a clear error where a prediction overflowed (never NaN out).
+
+        ``X_scaled``: the standardised inputs; ``outputs``: host arrays with
+        one row per row of ``X``.  Finite inputs can still overflow the
+        network's moments when they lie hundreds of orders of magnitude
+        outside the training data.
+        """
+        bad = np.zeros(X_scaled.shape[0], dtype=bool)
+        for out in outputs:
+            out = np.asarray(out)
+            bad |= ~np.isfinite(out.reshape(out.shape[0], -1)).all(axis=1)
+        if bad.any():
+            z = float(np.max(np.abs(asnumpy(X_scaled)[bad])))
+            raise ValueError(
+                f"{type(self).__name__} cannot predict {int(bad.sum())} of {bad.size} rows of "
+                f"X: the predictive distribution overflows there (their inputs reach {z:.3g} "
+                "training standard deviations from the training mean). Rescale or clip X."
+            )
+
     def _namespace(self):
         """Array namespace for the fitted device; falls back to NumPy when a model
         fitted on a GPU is used on a machine without one."""
@@ -334,7 +354,9 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
             ``(n_samples,)`` for one output, ``(n_samples, n_outputs)`` otherwise.
         """
         X, xp = self._scaled_input(X)
-        mean, epi, ale = self._original_units(*self._predict_moments_scaled(X, xp))
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a clear error
+            mean, epi, ale = self._original_units(*self._predict_moments_scaled(X, xp))
+        self._check_finite_prediction(X, mean, epi, ale)
         return NormalPredictive(mean, epistemic_var=epi, aleatoric_var=ale)
 
     def _original_units(self, mean, epi, ale):
@@ -545,7 +567,10 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             Columns in the order of ``classes_``.
         """
         X, xp = self._scaled_input(X)
-        return asnumpy(self._predict_proba_scaled(X, xp))
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a clear error
+            proba = asnumpy(self._predict_proba_scaled(X, xp))
+        self._check_finite_prediction(X, proba)
+        return proba
 
     def predict(self, X):
         """Most probable class of each row.

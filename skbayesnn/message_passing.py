@@ -304,10 +304,13 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
     (``aleatoric_var``; ``beta`` is ``predictive_noise_std``, by default
     ``noise_std``).  ``partial_fit`` adds each call's rows as new batch
     slots and visits them once, undamped; earlier slots are not revisited
-    (their data are not stored), so no row is counted twice.  All online
+    (their data are not stored), so no row of a call is counted twice; rows
+    passed again in a later call are new observations (for several passes
+    over one dataset use ``fit`` with ``max_epochs``).  All online
     batches are then kept as one aggregate slot, so a call costs the same
     however many came before.  A fit whose posterior becomes non-finite
-    (e.g. a tiny ``noise_std``) raises a ValueError.
+    (e.g. a tiny ``noise_std``) raises a ValueError, and so does a prediction
+    that overflows (inputs ~1e150 training standard deviations out).
 
     Examples
     --------

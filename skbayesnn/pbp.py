@@ -341,9 +341,10 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
             return super().predict_dist(X)
         X, _ = self._scaled_input(X)
         s = self.state_
-        rho, slab_mean, slab_var, _ = pbp_spike_slab.forward(
-            s.means, s.variances, X, bias=False
-        )
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below
+            rho, slab_mean, slab_var, _ = pbp_spike_slab.forward(
+                s.means, s.variances, X, bias=False
+            )
         rho, slab_mean, slab_var = (asnumpy(a)[:, 0] for a in (rho, slab_mean, slab_var))
         scale, shift = self.y_scaler_.scale_[0], self.y_scaler_.mean_[0]
         noise = self.noise_variance_
@@ -352,6 +353,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
             [np.full_like(slab_var, noise), np.maximum(slab_var, 0.0) * scale**2 + noise]
         )
         weights = np.column_stack([1.0 - rho, rho])
+        self._check_finite_prediction(X, means, variances, weights)
         return GaussianMixturePredictive(means, variances, weights, aleatoric_vars=noise)
 
     def slab_probabilities(self, X):

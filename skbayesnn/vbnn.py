@@ -329,9 +329,11 @@ class VBNNRegressor(BaseBayesianRegressor):
         if not hasattr(self, "members_") or len(self.members_) == 1:
             return super().predict_dist(X)
         X, xp = self._scaled_input(X)
-        members = [self._original_units(*m) for m in self._member_moments(X, xp)]
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below
+            members = [self._original_units(*m) for m in self._member_moments(X, xp)]
         # The component axis goes last (GaussianMixturePredictive's layout).
         means, epi, ale = (np.stack(parts, axis=-1) for parts in zip(*members))
+        self._check_finite_prediction(X, means, epi, ale)
         return GaussianMixturePredictive(means, epi + ale, self.weights_, aleatoric_vars=ale)
 
     def sample_predictive(self, X, n_samples=1, random_state=None):

@@ -283,6 +283,40 @@ def test_values_whose_variance_overflows_are_refused_at_fit(rng, make, scaled, f
             model.partial_fit(X, y)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        BayesianLinearRegressor,
+        lambda: MessagePassingRegressor((4,), max_epochs=1, random_state=0),
+        lambda: TAGIRegressor(hidden_layer_sizes=(4,), max_epochs=1, random_state=0),
+        lambda: PBPRegressor((4,), max_epochs=1, random_state=0),
+        lambda: VBNNRegressor(hidden_layer_sizes=(3,), max_iter=2, n_restarts=2,
+                              random_state=0),  # a mixture
+        lambda: MessagePassingClassifier((4,), max_epochs=1, random_state=0),
+        lambda: TAGIClassifier(hidden_layer_sizes=(4,), max_epochs=1, random_state=0),
+    ],
+)
+def test_predictions_that_overflow_raise_instead_of_returning_nan(rng, make):
+    # Finite inputs 1e160 times the training scale pass validation, but the
+    # network's moments overflow (a variance ~ x^2 is inf): every estimator
+    # must refuse, naming the rows, rather than return NaN probabilities or
+    # a NaN mean (the classifiers returned NaN rows and predicted classes_[0]).
+    model = make()
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=40)
+    if is_classifier(model):
+        y = (y > 0).astype(int)
+    model.fit(X, y)
+    predict = model.predict_proba if is_classifier(model) else model.predict
+    assert np.all(np.isfinite(predict(X)))  # in range: fine
+    X_bad = X[:3].copy()
+    X_bad[1] *= 1e160
+    with pytest.raises(ValueError, match="cannot predict 1 of 3 rows of X"):
+        predict(X_bad)
+    with pytest.raises(ValueError, match="cannot predict 1 of 3 rows of X"):
+        model.predict_dist(X_bad)
+
+
 def test_failed_fit_clears_fitted_state_but_keeps_the_configuration(rng):
     # A fit that fails leaves no half-fitted model, but the estimator's own
     # configuration (its parameters, metadata requests) stays.
