@@ -372,12 +372,14 @@ def test_kernel_weight_moments_keep_the_precision_floor(cavity):
     np.testing.assert_allclose(zv, ref_v @ xm**2 + (ref_m**2 + ref_v) @ xv + b_v, rtol=1e-14)
 
 
+@pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("n_iter", [1, 2, 3])
-def test_kernel_never_reads_a_message_before_writing_it(n_iter):
+def test_kernel_never_reads_a_message_before_writing_it(n_iter, bias):
     # The kernel takes its example-message arrays uninitialised from a
     # workspace kept across visits (network._ActiveBatch): an example's old
     # message is read only from its second iteration on, after its first
-    # wrote it.  Filled with NaN, the arrays must not change any bit of the fit.
+    # wrote it, and without biases no bias message at all.  Filled with NaN,
+    # the arrays must not change any bit of the fit.
     sizes = [3, 6, 5, 2]
     r = np.random.default_rng(0)
     X = r.normal(size=(14, 3))
@@ -385,7 +387,7 @@ def test_kernel_never_reads_a_message_before_writing_it(n_iter):
     out = network.regression_output(0.16)
 
     def fit(workspace):
-        st = network.init_state(sizes, rng=np.random.default_rng(1), xp=np)
+        st = network.init_state(sizes, rng=np.random.default_rng(1), xp=np, bias=bias)
         network.add_batches(st, 2)
         g = np.random.default_rng(3)
         for k in (0, 1, 0, 1):

@@ -1001,8 +1001,12 @@ def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, sto
 
 @njit(cache=True, error_model="numpy")
 def _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
-               msg_tw, msg_rw, msg_tb, msg_rb):
-    """Marginals from scratch, cavity x all example messages (§6, once per iteration)."""
+               msg_tw, msg_rw, msg_tb, msg_rb, bias):
+    """Marginals from scratch, cavity x all example messages (§6, once per iteration).
+
+    Without biases their marginals stay the cavities (no message is written
+    to them, and their message arrays are uninitialised).
+    """
     for layer in range(len(cav_tw)):
         for src, msg, dst in ((cav_tw[layer], msg_tw[layer], q_tw[layer]),
                               (cav_rw[layer], msg_rw[layer], q_rw[layer])):
@@ -1010,6 +1014,8 @@ def _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
             for m in range(1, msg.shape[0]):
                 acc += msg[m]
             dst[:, :] = src + acc
+        if not bias:
+            continue
         for src, msg, dst in ((cav_tb[layer], msg_tb[layer], q_tb[layer]),
                               (cav_rb[layer], msg_rb[layer], q_rb[layer])):
             acc = msg[0].copy()
@@ -1042,7 +1048,9 @@ def _sweep(data, caches, read_old, store):
         i = order[s]
         m = i if per_example else 0
         # ---- forward: first layer, EP cavities of the example (§5.4)
-        _bias_moments(q_tb[0], q_rb[0], msg_tb[0], msg_rb[0], m, read_old, b_m[0], b_v[0])
+        # (without biases no bias message is written, so none is read)
+        _bias_moments(q_tb[0], q_rb[0], msg_tb[0], msg_rb[0], m, read_old and bias, b_m[0],
+                      b_v[0])
         _forward_layer(q_tw[0], q_rw[0], msg_tw[0], msg_rw[0], m, read_old, X[i],
                        x_obs_var, w_m[0], w_v[0], b_m[0], b_v[0], z_m[0], z_v[0])
         # ---- forward: hidden layers (§5.6 (b), §5.3)
@@ -1052,7 +1060,7 @@ def _sweep(data, caches, read_old, store):
                                                back_t[layer - 1][i], back_r[layer - 1][i],
                                                alpha, xm, xv, work)
             _bias_moments(q_tb[layer], q_rb[layer], msg_tb[layer], msg_rb[layer], m,
-                          read_old, b_m[layer], b_v[layer])
+                          read_old and bias, b_m[layer], b_v[layer])
             # VMP on the weight marginals: no cavity (§5.3)
             _forward_layer(q_tw[layer], q_rw[layer], msg_tw[layer], msg_rw[layer], m, False,
                            xm, xv, w_m[layer], w_v[layer], b_m[layer], b_v[layer],
@@ -1171,5 +1179,5 @@ def visit_kernel(
             n_fallback += _sweep(data, caches, read_old, False)
         if store:  # from scratch before the next iteration (per_batch restarts instead)
             _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
-                       msg_tw, msg_rw, msg_tb, msg_rb)
+                       msg_tw, msg_rw, msg_tb, msg_rb, bias)
     return n_fallback

@@ -269,7 +269,8 @@ class _ActiveBatch:
         # ``workspace``: a dict that keeps the message arrays from one visit to
         # the next (fresh ones of b x P cost page faults on first touch);
         # ``zero_messages=False`` for the kernel, which writes an example's
-        # message before it first reads it.
+        # message before it first reads it (and reads no bias message when
+        # there are no biases).
         self.workspace, self.zero_messages = workspace, zero_messages
         self.cav_w, self.cav_b = [], []
         for layer in range(state.n_layers):
@@ -297,7 +298,8 @@ class _ActiveBatch:
         return out
 
     def reset_messages(self):
-        """Marginals back to the cavities; example messages zero (§6 step 1).
+        """Marginals back to the cavities; example messages zero, or
+        uninitialised for the kernel (``zero_messages=False``) (§6 step 1).
 
         With ``memory="per_batch"`` no example message is stored (the batch's
         product is :meth:`batch_message`); the kernel still takes one array
@@ -342,14 +344,12 @@ class _ActiveBatch:
     def _replace(self, q, msg, layer, idx, tau_new, rho_new):
         """EP replacement: q <- q x new / old; store new (§5.3)."""
         xp = self.state.xp
-        t_old, r_old = msg[layer]
-        k = idx if self.per_example else xp.zeros(len(idx), dtype=xp.int64)
         if self.per_example:
-            old_t, old_r = t_old[idx], r_old[idx]
-            tq = q[layer][0] + xp.sum(tau_new - old_t, axis=0)
-            rq = q[layer][1] + xp.sum(rho_new - old_r, axis=0)
-            t_old[k] = tau_new
-            r_old[k] = rho_new
+            t_old, r_old = msg[layer]
+            tq = q[layer][0] + xp.sum(tau_new - t_old[idx], axis=0)
+            rq = q[layer][1] + xp.sum(rho_new - r_old[idx], axis=0)
+            t_old[idx] = tau_new
+            r_old[idx] = rho_new
         else:  # no example messages (memory="per_batch")
             tq = q[layer][0] + xp.sum(tau_new, axis=0)
             rq = q[layer][1] + xp.sum(rho_new, axis=0)
