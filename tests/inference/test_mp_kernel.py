@@ -337,39 +337,46 @@ def test_kernel_layer_messages_equal_the_one_unit_functions(alpha):
     assert 0 < counts[0] < np.sum(ra > 0) and counts[1] == 0
 
 
-@pytest.mark.parametrize("cavity", [True, False])
-def test_kernel_weight_moments_keep_the_precision_floor(cavity):
-    # The compiled forward loop (_forward_layer) turns each weight's cavity (first
-    # layer) or marginal (hidden layers) into moments with selects around one
-    # division instead of calling _moments; every class of precision (above and
-    # below the 1e-8 floor of §8 item 3, negative, zero, subnormal) must give
-    # what from_natural(min_precision(.)) gives, and the layer's output moments
-    # follow.  70 weights a row: the loop's vectorised body runs as well as its
-    # scalar remainder.
+@pytest.mark.parametrize("first_layer", [True, False])
+def test_kernel_weight_moments_keep_the_precision_floor(first_layer):
+    # The compiled forward loops (_first_forward, _forward_layer) turn each
+    # weight's cavity (first layer) or marginal (hidden layers) into moments
+    # with selects around one division instead of calling _moments; every
+    # class of precision (above and below the 1e-8 floor of §8 item 3,
+    # negative, zero, subnormal) must give what from_natural(min_precision(.))
+    # gives, and the layer's output moments follow.  70 weights along the
+    # inner loop: its vectorised body runs as well as its scalar remainder.
     rho = np.tile([2.0, 1e-9, -3.0, 0.0, 5e-9, 1e-8, 7.0, 1e-310, 5e-324, -1e-310], 7)
     tau = np.tile([1.0, 1.0, 1.0, 2.0, -0.5, 0.5, -3.5, 1e-310, 0.0, 1e-300], 7)
-    # two outputs; the example's messages (used only with a cavity) at m = 1
+    # two rows: a hidden layer's 2 outputs of 70 inputs, or the first layer's
+    # 2 inputs of 70 outputs (the kernel's transposed first layer)
     q_t, q_r = np.stack([tau, -2.0 * tau]), np.stack([rho, 3.0 * rho])
-    msg_t = np.zeros((2,) + q_t.shape)
-    msg_r = np.zeros((2,) + q_t.shape)
-    msg_t[1], msg_r[1] = 0.25, 0.5
-    if cavity:
+    wm, wv = np.empty_like(q_t), np.empty_like(q_t)
+    if first_layer:  # the example's messages at m = 1 are divided out
+        msg_t = np.zeros((2,) + q_t.shape)
+        msg_r = np.zeros((2,) + q_t.shape)
+        msg_t[1], msg_r[1] = 0.25, 0.5
         q_t, q_r = q_t + msg_t[1], q_r + msg_r[1]
         ref_m, ref_v = from_natural(*min_precision(q_t - msg_t[1], q_r - msg_r[1]))
+        x = np.array([0.75, -1.5])
+        b_m, b_v = np.linspace(-1.0, 1.0, 70), np.linspace(0.5, 2.0, 70)
+        zm, zv = np.empty(70), np.empty(70)
+        kernel._first_forward(q_t, q_r, msg_t, msg_r, 1, True, x, wm, wv, b_m, b_v, zm, zv)
+        ref_zm, ref_zv = x @ ref_m + b_m, x**2 @ ref_v + b_v
     else:
         ref_m, ref_v = from_natural(*min_precision(q_t, q_r))
-    xm = np.linspace(-1.0, 2.0, tau.size)
-    xv = np.zeros_like(xm) if cavity else np.full_like(xm, 0.5)  # observed / hidden inputs
-    b_m, b_v = np.array([0.5, -1.0]), np.array([1.0, 2.0])
-    wm, wv = np.empty_like(q_t), np.empty_like(q_t)
-    zm, zv = np.empty(2), np.empty(2)
-    kernel._forward_layer(q_t, q_r, msg_t, msg_r, 1, cavity, xm, xv, wm, wv, b_m, b_v, zm, zv)
+        xm = np.linspace(-1.0, 2.0, tau.size)
+        xv = np.full_like(xm, 0.5)
+        b_m, b_v = np.array([0.5, -1.0]), np.array([1.0, 2.0])
+        zm, zv = np.empty(2), np.empty(2)
+        kernel._forward_layer(q_t, q_r, xm, xv, wm, wv, b_m, b_v, zm, zv)
+        ref_zm, ref_zv = ref_m @ xm + b_m, ref_v @ xm**2 + (ref_m**2 + ref_v) @ xv + b_v
     # (atol: a subnormal mean, e.g. -1e-310 / -3, keeps more digits here than in
     # min_precision's mean * 1e-8 / 1e-8)
     np.testing.assert_allclose(wm, ref_m, rtol=1e-15, atol=1e-300)
     np.testing.assert_allclose(wv, ref_v, rtol=1e-15)
-    np.testing.assert_allclose(zm, ref_m @ xm + b_m, rtol=1e-14)
-    np.testing.assert_allclose(zv, ref_v @ xm**2 + (ref_m**2 + ref_v) @ xv + b_v, rtol=1e-14)
+    np.testing.assert_allclose(zm, ref_zm, rtol=1e-14)
+    np.testing.assert_allclose(zv, ref_zv, rtol=1e-14)
 
 
 @pytest.mark.parametrize("bias", [True, False])

@@ -472,17 +472,28 @@ def _visit_kernel(active, X, target, order, n_iter, spec):
         back_r = tuple(r for _, r in active.back)
     else:  # no hidden layer: a dummy keeps the tuple types fixed
         back_t = back_r = (np.zeros((n, 1)),)
+
+    # The kernel's first layer is transposed, (n_in, n_out), so that its loops
+    # run over the outputs (kernel._first_forward); its example messages are
+    # the kernel's own (uninitialised) arrays, viewed in that shape.
+    def first_transposed(pairs):
+        return [tuple(np.ascontiguousarray(a.T) for a in pairs[0])] + list(pairs[1:])
+
+    cav_w = first_transposed(active.cav_w)
+    q_w = first_transposed(active.q_w)
+    msg_w = [tuple(a.reshape(a.shape[0], a.shape[2], a.shape[1]) for a in active.msg_w[0])]
+    msg_w += active.msg_w[1:]
     n_fb = kernel.visit_kernel(
-        tuple(t for t, _ in active.cav_w),
-        tuple(r for _, r in active.cav_w),
+        tuple(t for t, _ in cav_w),
+        tuple(r for _, r in cav_w),
         tuple(t for t, _ in active.cav_b),
         tuple(r for _, r in active.cav_b),
-        tuple(t for t, _ in active.q_w),
-        tuple(r for _, r in active.q_w),
+        tuple(t for t, _ in q_w),
+        tuple(r for _, r in q_w),
         tuple(t for t, _ in active.q_b),
         tuple(r for _, r in active.q_b),
-        tuple(t for t, _ in active.msg_w),
-        tuple(r for _, r in active.msg_w),
+        tuple(t for t, _ in msg_w),
+        tuple(r for _, r in msg_w),
         tuple(t for t, _ in active.msg_b),
         tuple(r for _, r in active.msg_b),
         back_t,
@@ -504,6 +515,7 @@ def _visit_kernel(active, X, target, order, n_iter, spec):
         float(spec.get("width", 8.0)),
         float(spec.get("min_mass", 1e-12)),
     )
+    active.q_w[0] = tuple(np.ascontiguousarray(a.T) for a in q_w[0])
     st.n_fallback += int(n_fb)
 
 
