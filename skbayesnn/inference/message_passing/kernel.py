@@ -1141,8 +1141,9 @@ def visit_kernel(
     q_tw, q_rw, q_tb, q_rb : tuples of arrays
         Working marginals, equal to the cavities on entry.
     msg_tw, msg_rw, msg_tb, msg_rb : tuples of arrays
-        Example messages ``(n_m, n_out, n_in)`` / ``(n_m, n_out)`` (``n_m = n``
-        per example, 1 per batch), uninitialised on entry: an example's message
+        Example messages ``(n_m, n_out, n_in)`` (the first layer's ``(n_m, n_in,
+        n_out)``) / ``(n_m, n_out)`` (``n_m = n`` per example, 1 per batch),
+        uninitialised on entry: an example's message
         is written in its first iteration and read from its second; the last
         iteration does not store it (the batch's product is then the marginal
         over the cavity), and ``per_example=False`` never touches them.

@@ -272,6 +272,9 @@ class _ActiveBatch:
         # message before it first reads it (and reads no bias message when
         # there are no biases).
         self.workspace, self.zero_messages = workspace, zero_messages
+        # After a kernel visit the example messages are scratch: the last
+        # iteration's are not stored and the first layer's are laid out
+        # transposed (_visit_kernel); only the marginals q are results.
         self.cav_w, self.cav_b = [], []
         for layer in range(state.n_layers):
             tw, rw = state.post_w[layer]
