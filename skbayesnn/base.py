@@ -34,6 +34,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._backend import DEVICES, asnumpy, cuda_available, get_namespace, resolve_device, to_device
 from .distributions import CategoricalPredictive, NormalPredictive
 
+#: Upper bound of the standard-deviation parameters that the estimators square
+#: (noise_std, sigma_v, ...): the square of a larger float overflows float64.
+MAX_STD = 1e150
+
 
 def _to_namespace(value, xp):
     """Recursively move the arrays in ``value`` (posteriors, statistics, dicts,
@@ -87,6 +91,11 @@ def _fit_standard_scaler(values, name):
 
 def _check_scaling(scaler, name, values=None):
     bad = ~(np.isfinite(scaler.mean_) & np.isfinite(scaler.scale_))
+    # A variance that overflows to inf while the mean stays finite (values
+    # near 1e153-1e160, depending on n) is taken by StandardScaler for a
+    # constant column and given scale 1: the model would then silently see
+    # inputs of size 1e153.
+    bad |= ~np.isfinite(scaler.var_)
     if np.any(bad):
         columns = np.flatnonzero(bad).tolist()
         raise ValueError(
@@ -113,7 +122,11 @@ def check_hidden_layer_sizes(hidden_layer_sizes):
     Accepts an int (one hidden layer) or a non-empty sequence of ints, as
     sklearn's ``MLPRegressor`` does.
     """
-    sizes = list(np.atleast_1d(hidden_layer_sizes))
+    # The elements as given: np.atleast_1d would turn (8, True) into [8, 1].
+    try:
+        sizes = list(hidden_layer_sizes)
+    except TypeError:
+        sizes = [hidden_layer_sizes]
     if not sizes or any(
         isinstance(h, (bool, np.bool_)) or not isinstance(h, (Integral, np.integer)) or h < 1
         for h in sizes
@@ -529,8 +542,9 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         y : array-like of shape (n_samples,)
         classes : array-like of shape (n_classes,), default=None
             All labels that can ever occur; required on the first call (as for
-            sklearn's online classifiers), ignored afterwards.  The first call
-            also fixes the input standardisation.
+            sklearn's online classifiers).  On later calls it may be omitted;
+            if given, it must name the same labels as ``classes_``.  The first
+            call also fixes the input standardisation.
 
         Returns
         -------
@@ -546,6 +560,12 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                 xp = self._start(X)
                 self._init_online(X.shape[1], len(self.classes_), xp, self._rng)
             else:
+                if classes is not None and not np.array_equal(np.unique(classes),
+                                                              self.classes_):
+                    raise ValueError(
+                        f"classes={np.unique(classes).tolist()} is not the same as on the first "
+                        f"call to partial_fit, classes_={self.classes_.tolist()}."
+                    )
                 xp = self._namespace()
             self._partial_fit_scaled(self._scale_X(X, xp), self._encode(y), xp, self._rng)
         except Exception:

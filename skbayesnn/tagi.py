@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .base import (
+    MAX_STD,
     BaseBayesianClassifier,
     BaseBayesianRegressor,
     PartialFitMixin,
@@ -20,7 +21,7 @@ from .inference import tagi
 _TAGI_CONSTRAINTS = {
     "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
     "activation": [StrOptions(set(ACTIVATIONS) - {"identity"})],
-    "sigma_v": [Interval(Real, 0, None, closed="neither")],
+    "sigma_v": [Interval(Real, 0, MAX_STD, closed="neither")],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
     "max_epochs": [Interval(Integral, 1, None, closed="left")],
     "gain_w": [Interval(Real, 0, None, closed="neither")],

@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, check_scalar
 
 from ._backend import asnumpy
-from .base import BaseBayesianRegressor, check_hidden_layer_sizes
+from .base import MAX_STD, BaseBayesianRegressor, check_hidden_layer_sizes
 from .distributions import GaussianMixturePredictive
 from .inference.vbnn import cavi, predict, selection, svi
 from .inference.vbnn.shrinkage import FAMILIES, ShrinkagePrior
@@ -162,7 +162,7 @@ class VBNNRegressor(BaseBayesianRegressor):
         "init": [StrOptions({"laplace", "spike_slab"})],
         "prior_scale": [Interval(Real, 0, None, closed="neither"), None],
         "local_scale": [Interval(Real, 0, None, closed="neither")],
-        "bias_std": [Interval(Real, 0, None, closed="neither")],
+        "bias_std": [Interval(Real, 0, MAX_STD, closed="neither")],
         "noise_prior": ["array-like", None],
         "hidden_noise_prior": ["array-like"],
         "predict_max_iter": [Interval(Integral, 1, None, closed="left")],

@@ -236,11 +236,41 @@ def test_parameters_read_at_prediction_are_checked_there(rng, make, param):
     good = predict(X)
     value = getattr(model, param)
     # (a bool flag gets a string: "no" would otherwise read as True)
-    model.set_params(**{param: "no" if isinstance(value, bool) else -value})
-    with pytest.raises(ValueError, match=param):
-        predict(X)
+    bad = ["no" if isinstance(value, bool) else -value]
+    if param.endswith("_std") or param == "sigma_v":
+        bad.append(1e155)  # squared, it overflows float64
+    for b in bad:
+        model.set_params(**{param: b})
+        with pytest.raises(ValueError, match=param):
+            predict(X)
     model.set_params(**{param: value})
     np.testing.assert_array_equal(predict(X), good)
+
+
+@pytest.mark.parametrize(
+    "make, param",
+    [
+        (lambda **kw: TAGIRegressor(hidden_layer_sizes=(4,), max_epochs=1, **kw), "sigma_v"),
+        (lambda **kw: TAGIClassifier(hidden_layer_sizes=(4,), max_epochs=1, **kw), "sigma_v"),
+        (lambda **kw: MessagePassingRegressor((4,), max_epochs=1, **kw), "noise_std"),
+        (lambda **kw: MessagePassingRegressor((4,), max_epochs=1, **kw),
+         "predictive_noise_std"),
+        (lambda **kw: MessagePassingClassifier((4,), max_epochs=1, **kw), "noise_std"),
+        (lambda **kw: VBNNRegressor(hidden_layer_sizes=(3,), max_iter=2, **kw), "bias_std"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_standard_deviations_whose_square_overflows_are_refused(rng, make, param):
+    # The estimators square these; above 1e150 the square overflows float64
+    # (Python raised OverflowError from float ** 2, also for the argmax
+    # likelihood, which does not use noise_std).  1e149 is still accepted.
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0]
+    if is_classifier(make()):
+        y = (y > 0).astype(int)
+    with pytest.raises(ValueError, match=param):
+        make(**{param: 1e155}).fit(X, y)
+    make(**{param: 1e149})._validate_params()  # does not raise
 
 
 @pytest.mark.parametrize(
@@ -256,13 +286,15 @@ def test_parameters_read_at_prediction_are_checked_there(rng, make, param):
     ],
 )
 @pytest.mark.parametrize("scaled", ["X", "y"])
-@pytest.mark.parametrize("factor", [1e200, 1e-170])
+@pytest.mark.parametrize("factor", [1e200, 3e153, 1e-170])
 def test_values_whose_variance_overflows_are_refused_at_fit(rng, make, scaled, factor):
     # Columns near 1e200 are finite, so validation accepts them, but their
     # variance overflows float64: the standardisation would be NaN and every
-    # prediction with it.  Near 1e-170 the variance underflows to 0, and the
-    # scaler's scale 1 would make the column look constant (R^2 = 0 silently).
-    # fit must say which input to rescale.
+    # prediction with it.  Near 3e153 the mean is finite and only the variance
+    # overflows: StandardScaler takes the column for a constant one (scale 1)
+    # and the model would see inputs of size 1e153.  Near 1e-170 the variance
+    # underflows to 0, and the scaler's scale 1 would make the column look
+    # constant (R^2 = 0 silently).  fit must say which input to rescale.
     model = make()
     X = rng.normal(size=(30, 2))
     y = X[:, 0] - X[:, 1]
@@ -315,6 +347,63 @@ def test_predictions_that_overflow_raise_instead_of_returning_nan(rng, make):
         predict(X_bad)
     with pytest.raises(ValueError, match="cannot predict 1 of 3 rows of X"):
         model.predict_dist(X_bad)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda h: MessagePassingRegressor(h, max_epochs=1),
+        lambda h: TAGIRegressor(hidden_layer_sizes=h, max_epochs=1),
+        lambda h: PBPRegressor(h, max_epochs=1),
+        lambda h: VBNNRegressor(hidden_layer_sizes=h, max_iter=2),
+        lambda h: MessagePassingClassifier(h, max_epochs=1),
+        lambda h: TAGIClassifier(hidden_layer_sizes=h, max_epochs=1),
+    ],
+)
+@pytest.mark.parametrize("sizes", [(), (0,), (4, -1), (4, True), (4, np.True_), True, 4.0,
+                                   (4, 2.5), "4", ((4,),)])
+def test_hidden_layer_sizes_that_are_not_positive_ints_are_refused(rng, make, sizes):
+    # A bool is not a layer size, also inside a tuple (np.atleast_1d made
+    # (8, True) a layer of one unit); neither is a float, a string or a nested
+    # sequence.
+    X = rng.normal(size=(20, 2))
+    y = X[:, 0]
+    model = make(sizes)
+    if is_classifier(model):
+        y = (y > 0).astype(int)
+    with pytest.raises(ValueError, match="hidden_layer_sizes"):
+        model.fit(X, y)
+
+
+@pytest.mark.parametrize("sizes, want", [(4, [4]), ((4, 3), [4, 3]), ([4, np.int64(3)], [4, 3]),
+                                         (np.array([5, 2]), [5, 2]), (range(2, 4), [2, 3])])
+def test_hidden_layer_sizes_accepts_ints_and_sequences_of_ints(sizes, want):
+    from skbayesnn.base import check_hidden_layer_sizes
+
+    got = check_hidden_layer_sizes(sizes)
+    assert got == want and all(type(h) is int for h in got)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: MessagePassingClassifier((4,), batch_size=16, random_state=0),
+        lambda: TAGIClassifier(hidden_layer_sizes=(4,), random_state=0),
+    ],
+)
+def test_partial_fit_refuses_classes_that_differ_from_the_first_call(rng, make):
+    # As sklearn's online classifiers: later calls may omit classes or repeat
+    # them (in any order), but other labels raise and leave the model as it was.
+    X = rng.normal(size=(30, 2))
+    y = rng.integers(0, 3, size=30)
+    clf = make().partial_fit(X, y, classes=[0, 1, 2])
+    before = clf.predict_proba(X)
+    with pytest.raises(ValueError, match="not the same as on the first call"):
+        clf.partial_fit(X, y, classes=[0, 1, 2, 3])
+    np.testing.assert_array_equal(clf.predict_proba(X), before)
+    clf.partial_fit(X, y, classes=[2, 0, 1])
+    clf.partial_fit(X, y)
+    assert clf.classes_.tolist() == [0, 1, 2]
 
 
 def test_failed_fit_clears_fitted_state_but_keeps_the_configuration(rng):

@@ -9,6 +9,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skbayesnn import MessagePassingClassifier, MessagePassingRegressor
+from skbayesnn.inference.message_passing import network
 
 
 @parametrize_with_checks(
@@ -233,6 +234,12 @@ def test_diverged_training_raises_instead_of_returning_nan(rng):
     )
     with pytest.raises(ValueError, match="diverged.*noise_std"):
         clf.fit(X, y)
+    # the message names the parameter of the likelihood in use (argmax does
+    # not read noise_std; its one-hot regularisation variance is the culprit)
+    clf = MessagePassingClassifier((8,), regularize_var=1e-320, max_epochs=2, random_state=0)
+    with pytest.raises(ValueError, match=r"diverged.*regularize_var \(here 1e-320\)") as info:
+        clf.fit(X, y)
+    assert "noise_std" not in str(info.value)
 
 
 def test_parameter_errors_name_the_parameter(rng):
@@ -331,6 +338,64 @@ def test_fit_memory_is_bounded_by_the_documented_formula(rng, memory, n_iter):
     bound = reg.memory_bytes(len(X))
     data = X.nbytes + y.nbytes
     assert 0.9 * bound <= peak <= bound + 4 * data + 100_000, (peak, bound, data)
+
+
+@pytest.mark.parametrize("memory, n_rows", [("per_example", 100), ("per_batch", 100),
+                                            ("per_example", 20)])
+def test_memory_formula_is_the_arrays_held_during_a_visit(rng, monkeypatch, memory, n_rows):
+    # During a visit the state holds the prior, the posterior and B slots; the
+    # active batch its cavity, marginal, example messages and the backward
+    # messages to the hidden units; and the kernel the first layer's
+    # transposed cavity and marginal (its arguments) and the moments of the
+    # weights and biases (allocated inside, 16 bytes per parameter: counted
+    # from the sizes; its other scratch is a few arrays per layer).  Their
+    # largest total over the visits is memory_bytes exactly, also when the
+    # data are fewer than one batch (b is then the rows, not batch_size).
+    from skbayesnn.inference.message_passing import kernel
+
+    seen, peak = {}, []
+    visit, run = network._visit_kernel, kernel.visit_kernel
+
+    def held(arrays):
+        bases = {}
+        for a in arrays:
+            base = a if a.base is None else a.base
+            bases[id(base)] = base.nbytes
+        return sum(bases.values())
+
+    def flat(value):
+        if isinstance(value, np.ndarray):
+            return [value]
+        if isinstance(value, (list, tuple)):
+            return [a for v in value for a in flat(v)]
+        return []
+
+    def visit_spy(active, *args):
+        seen["active"] = active
+        return visit(active, *args)
+
+    def kernel_spy(*args):
+        active = seen["active"]
+        st = active.state
+        arrays = flat([st.prior_w, st.prior_b, st.post_w, st.post_b, st.slots_w, st.slots_b,
+                       active.cav_w, active.cav_b, active.q_w, active.q_b, active.msg_w,
+                       active.msg_b, active.back])
+        arrays += [args[0][0], args[1][0], args[4][0], args[5][0]]  # transposed copies
+        moments = 16 * sum(t.size for t, _ in st.prior_w + st.prior_b)
+        peak.append(held(arrays) + moments)
+        return run(*args)
+
+    monkeypatch.setattr(network, "_visit_kernel", visit_spy)
+    monkeypatch.setattr(kernel, "visit_kernel", kernel_spy)
+    X = rng.normal(size=(n_rows, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=n_rows)
+    reg = MessagePassingRegressor((16, 8), max_epochs=2, batch_size=32, memory=memory,
+                                  random_state=0).fit(X, y)
+    assert max(peak) == reg.memory_bytes(n_rows)
+    with pytest.raises(ValueError, match="n_samples"):
+        reg.memory_bytes(0)
+    with pytest.raises(TypeError, match="n_samples"):
+        reg.memory_bytes(2.5)
 
 
 def test_argmax_constants_reach_training_and_predict_proba(rng):

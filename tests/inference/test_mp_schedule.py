@@ -196,8 +196,10 @@ def test_batch_message_is_the_product_of_the_example_messages(rng, n_iter):
 def test_memory_formula_counts_messages():
     sizes = [5, 8, 1]
     p = (5 + 1) * 8 + (8 + 1) * 1
-    assert network.memory_bytes(sizes, 10, 32) == 16 * (p * (10 + 32 + 3) + 32 * 8)
-    assert network.memory_bytes(sizes, 10, 32, "per_batch") == 16 * (p * (10 + 4) + 32 * 8)
+    want = 16 * (p * (10 + 32 + 5) + 2 * 5 * 8 + 32 * 8)
+    assert network.memory_bytes(sizes, 10, 32) == want
+    want = 16 * (p * (10 + 1 + 5) + 2 * 5 * 8 + 32 * 8)
+    assert network.memory_bytes(sizes, 10, 32, "per_batch") == want
 
 
 def test_ema_rate_schedule():

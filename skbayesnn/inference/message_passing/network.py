@@ -20,13 +20,17 @@ divides an example's message out again, so it runs as ``"per_batch"`` in either
 mode.
 
 Memory in float64 natural parameters (16 bytes per message), with ``P`` the
-number of weights and biases, ``B`` the number of batch slots, ``b`` the batch
-size and ``H`` the number of hidden units:
-
-* ``memory="per_example"``: ``16 * (P * (B + b + 3) + b * H)`` bytes;
-* ``memory="per_batch"``: ``16 * (P * (B + 4) + b * H)`` bytes.
-
-(:func:`memory_bytes` evaluates them.)
+number of weights and biases, ``P_1`` the first layer's weights, ``B`` the
+number of batch slots, ``b`` the rows of the active batch (the batch size, or
+fewer rows) and ``H`` the number of hidden units: ``16 * (P * (B + m + 5) + 2 *
+P_1 + b * H)`` bytes, with ``m = b`` example messages per weight for
+``memory="per_example"`` and ``m = 1`` for ``"per_batch"``.  Per weight: the
+prior, the posterior, ``B`` slots, the active batch's cavity and marginal,
+``m`` example messages and the kernel's moments of the parameter; ``2
+P_1``: the kernel's transposed copies of the first layer's cavity and
+marginal; ``b * H``: the stored backward messages to the hidden units (the
+kernel's other scratch is a few arrays of a layer's width).
+(:func:`memory_bytes` evaluates it.)
 
 Compiled path.  On NumPy float64 arrays with the paper's one-example-at-a-time
 schedule (``chunk_size=1``) :func:`train_batch` runs the iterations of a visit
@@ -93,11 +97,12 @@ def n_parameters(sizes):
 
 
 def memory_bytes(sizes, n_batches, batch_size, memory="per_example"):
-    """Bytes of message storage (module docstring formula) for layer ``sizes``."""
+    """Bytes of message storage (module docstring formula) for layer ``sizes``
+    and ``batch_size`` rows in the active batch."""
     p = n_parameters(sizes)
     h = sum(sizes[1:-1])
-    extra = batch_size + 3 if memory == "per_example" else 4
-    return 16 * (p * (n_batches + extra) + batch_size * h)
+    m = batch_size if memory == "per_example" else 1
+    return 16 * (p * (n_batches + m + 5) + 2 * sizes[0] * sizes[1] + batch_size * h)
 
 
 def ema_rate(epoch):
