@@ -308,7 +308,10 @@ _SC_P, _Q_P, _TPL_P, _F_P, _SC_N, _Q_N, _TPL_N, _F_N = range(10, 18)
 _DELTA, _G_P, _G_N, _H_P, _H_N, _E_P, _E_N, _V_P, _V_N = range(18, 27)
 _M_MEAN, _M_VAR, _M_USABLE = range(27, 30)  # the backward messages' marginals
 _EX_P, _EX_N = 30, 31  # erfcx(|t_k| / sqrt 2)
-_N_ROWS = 32
+# the mixture (exp(-|delta|), mass, g_top, log normaliser) and the forward
+# message where its marginal approximation is accepted
+_MIX_E, _MIX_MASS, _MIX_G, _MIX_LOG, _ACC_M, _ACC_V, _ACC = range(32, 39)
+_N_ROWS = 39
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -482,6 +485,22 @@ def _leaky_direct_layer(zm, zv, alpha, mean, var, W):
                                           W[_Q_P, k], W[_TPL_P, k], W[_F_P, k])
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _mixture_from_exp(delta, e, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
+    """:func:`_mixture_relative` given ``e = exp(-|delta|)``, arithmetic only
+    (the layer functions take the ``exp`` of every unit first, then this in a
+    vectorised loop).  Returns ``(mean, var, mass, g_top)``: the log
+    normaliser is ``g_top + log(mass) - log(2 pi) / 2``."""
+    neg = delta <= 0.0
+    w0 = 1.0 if neg else e
+    w1 = e if neg else 1.0
+    g_top = g_p if neg else g_n
+    h_top = h_p if neg else h_n
+    total = w0 + w1  # in [1, 2]
+    mean, var = _two_component_moments(w0 / total, w1 / total, m0, m1, v0, v1)
+    return mean, var, total * h_top, g_top
+
+
 @njit(cache=True, error_model="numpy")
 def _mixture_relative(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     """Moment match of the two parts of :func:`_tilted_relative` (finite ``delta``).
@@ -490,19 +509,31 @@ def _mixture_relative(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     v1)`` and its log normaliser (the backward message, which does not read
     ``log_m0``, lets the compiler drop its ``log``).
     """
-    if delta <= 0.0:
-        w0 = 1.0
-        w1 = math.exp(delta)
-        g_top, h_top = g_p, h_p
-    else:
-        w0 = math.exp(-delta)
-        w1 = 1.0
-        g_top, h_top = g_n, h_n
-    total = w0 + w1  # in [1, 2]
-    mean, var = _two_component_moments(w0 / total, w1 / total, m0, m1, v0, v1)
+    mean, var, mass, g_top = _mixture_from_exp(delta, math.exp(-abs(delta)), g_p, g_n, h_p,
+                                               h_n, m0, m1, v0, v1)
     # log(total h_top exp(g_top) / sqrt(2 pi)) with one log
-    log_m0 = g_top + math.log(total * h_top) - 0.5 * _LOG_2PI
-    return mean, var, log_m0
+    return mean, var, g_top + math.log(mass) - 0.5 * _LOG_2PI
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _forward_accept(z_var, tau_a, rho_a, m_mean, m_var, log_m0):
+    """The guards of the marginal approximation (§5.6 (b), §8) on the moments
+    ``m_mean``, ``m_var`` and log normaliser of the moment-matched tilted
+    density: ``(mean, var, accepted)`` of the message ``marginal / backward``.
+
+    Arithmetic and comparisons only, so that a loop over units vectorises
+    (the values are meaningless where not ``accepted``)."""
+    invertible = m_var > _INVERTIBLE_VAR
+    rho_m = 1.0 / (m_var if invertible else 1.0)
+    tau_m = m_mean * rho_m
+    rho_msg = rho_m - rho_a
+    tau_msg = tau_m - tau_a
+    m_acc = tau_msg / rho_msg
+    v_acc = 1.0 / rho_msg
+    accept = ((log_m0 > _LOG_MIN_MASS) & invertible & math.isfinite(rho_msg)
+              & math.isfinite(tau_msg) & (rho_m >= 1.0 / z_var + rho_a)
+              & math.isfinite(m_acc) & (v_acc > 0.0) & math.isfinite(v_acc))
+    return m_acc, v_acc, accept
 
 
 @njit(cache=True, error_model="numpy")
@@ -513,8 +544,7 @@ def _forward_message(z_mean, z_var, tau_a, rho_a, alpha,
 
     Returns ``(mean, var, accepted)``.
     """
-    ok = rho_a > 0.0 and math.isfinite(rho_a) and math.isfinite(tau_a)
-    if ok:
+    if _forward_ok(tau_a, rho_a):
         if math.isfinite(delta):
             m_mean, m_var, log_m0 = _mixture_relative(delta, g_p, g_n, h_p, h_n, e_p,
                                                       alpha * e_n, v_p, alpha * alpha * v_n)
@@ -524,24 +554,9 @@ def _forward_message(z_mean, z_var, tau_a, rho_a, alpha,
             m_mean, m_var, log_m0, finite = _mixture2(
                 lw_p, lw_n, e_p, alpha * e_n, v_p, alpha * alpha * v_n
             )
-        invertible = m_var > _INVERTIBLE_VAR
-        rho_m = 1.0 / (m_var if invertible else 1.0)
-        tau_m = m_mean * rho_m
-        rho_msg = rho_m - rho_a
-        tau_msg = tau_m - tau_a
-        accept = (
-            finite
-            and log_m0 > _LOG_MIN_MASS
-            and invertible
-            and math.isfinite(rho_msg)
-            and math.isfinite(tau_msg)
-            and rho_m >= 1.0 / z_var + rho_a
-        )
-        if accept:
-            m_acc = tau_msg / rho_msg
-            v_acc = 1.0 / rho_msg
-            if math.isfinite(m_acc) and v_acc > 0.0 and math.isfinite(v_acc):
-                return m_acc, v_acc, True
+        m_acc, v_acc, accept = _forward_accept(z_var, tau_a, rho_a, m_mean, m_var, log_m0)
+        if finite and accept:
+            return m_acc, v_acc, True
     d_mean, d_var = _leaky_direct(z_mean, z_var, alpha)
     return d_mean, d_var, False
 
@@ -617,6 +632,30 @@ def _leaky_backward(z_mean, z_var, tau_a, rho_a, alpha):
 
 
 @njit(cache=True, error_model="numpy")
+def _forward_ok(tau_a, rho_a):
+    """Whether the unit has a backward message to approximate with (§5.6 (b))."""
+    return rho_a > 0.0 and math.isfinite(rho_a) and math.isfinite(tau_a)
+
+
+@njit(cache=True, error_model="numpy")
+def _mixture_layer(W, alpha):
+    """:func:`_mixture_relative` of every unit from :func:`_tilted_relative_layer`
+    (the reflected part scaled by ``alpha``: the LeakyReLU's output for the
+    forward message, 1 for the backward one's ``z``), in two stages: the
+    ``exp``, then arithmetic (vectorised).  Moments to rows ``_M_MEAN``,
+    ``_M_VAR``; the log normaliser is ``_MIX_G + log(_MIX_MASS) - log(2 pi) / 2``.
+    """
+    n = W.shape[1]
+    a2 = alpha * alpha
+    for k in range(n):
+        W[_MIX_E, k] = math.exp(-abs(W[_DELTA, k]))
+    for k in range(n):  # vectorised
+        W[_M_MEAN, k], W[_M_VAR, k], W[_MIX_MASS, k], W[_MIX_G, k] = _mixture_from_exp(
+            W[_DELTA, k], W[_MIX_E, k], W[_G_P, k], W[_G_N, k], W[_H_P, k], W[_H_N, k],
+            W[_E_P, k], alpha * W[_E_N, k], W[_V_P, k], a2 * W[_V_N, k])
+
+
+@njit(cache=True, error_model="numpy")
 def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, W):
     """Forward messages of a layer's units (§5.6 (b)) and the next layer's input
     marginals ``q(x) = forward x stored backward`` (§5.3), floored, in ``xm``,
@@ -633,8 +672,17 @@ def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, W):
     n_fallback = 0
     if informed:
         _tilted_relative_layer(zm, zv, ta, ra, alpha, W)
+        _mixture_layer(W, alpha)
         for k in range(n):
-            if ra[k] > 0.0:
+            W[_MIX_LOG, k] = W[_MIX_G, k] + math.log(W[_MIX_MASS, k]) - 0.5 * _LOG_2PI
+        for k in range(n):  # vectorised
+            W[_ACC_M, k], W[_ACC_V, k], accept = _forward_accept(
+                zv[k], ta[k], ra[k], W[_M_MEAN, k], W[_M_VAR, k], W[_MIX_LOG, k])
+            W[_ACC, k] = 1.0 if accept else 0.0
+        for k in range(n):  # the rest (rarely taken): _forward_message's other paths
+            if W[_ACC, k] > 0.0 and math.isfinite(W[_DELTA, k]) and _forward_ok(ta[k], ra[k]):
+                xm[k], xv[k] = W[_ACC_M, k], W[_ACC_V, k]
+            elif ra[k] > 0.0:
                 xm[k], xv[k], used = _forward_message(
                     zm[k], zv[k], ta[k], ra[k], alpha, W[_DELTA, k], W[_G_P, k], W[_G_N, k],
                     W[_H_P, k], W[_H_N, k], W[_E_P, k], W[_E_N, k], W[_V_P, k], W[_V_N, k])
@@ -655,13 +703,17 @@ def _leaky_backward_layer(zm, zv, ta, ra, alpha, tau, rho, W):
     """Backward messages of a layer's units (§5.6 (c)) into ``tau``, ``rho``."""
     n = zm.shape[0]
     _tilted_relative_layer(zm, zv, ta, ra, alpha, W)
+    _mixture_layer(W, 1.0)
     for k in range(n):
-        W[_M_MEAN, k], W[_M_VAR, k], W[_M_USABLE, k] = 0.0, 0.0, 0.0
+        W[_M_USABLE, k] = 0.0
         if _backward_ok(ta[k], ra[k]):
-            W[_M_MEAN, k], W[_M_VAR, k], finite = _backward_marginal(
-                zm[k], zv[k], ta[k], ra[k], alpha, W[_DELTA, k], W[_G_P, k], W[_G_N, k],
-                W[_H_P, k], W[_H_N, k], W[_E_P, k], W[_E_N, k], W[_V_P, k], W[_V_N, k])
-            W[_M_USABLE, k] = 1.0 if finite else 0.0
+            if math.isfinite(W[_DELTA, k]):
+                W[_M_USABLE, k] = 1.0
+            else:  # the general path (rarely taken)
+                W[_M_MEAN, k], W[_M_VAR, k], finite = _backward_marginal(
+                    zm[k], zv[k], ta[k], ra[k], alpha, W[_DELTA, k], W[_G_P, k], W[_G_N, k],
+                    W[_H_P, k], W[_H_N, k], W[_E_P, k], W[_E_N, k], W[_V_P, k], W[_V_N, k])
+                W[_M_USABLE, k] = 1.0 if finite else 0.0
     for k in range(n):
         tau[k], rho[k] = _backward_from_marginal(zm[k], zv[k], W[_M_MEAN, k], W[_M_VAR, k],
                                                  W[_M_USABLE, k] > 0.0)
