@@ -3,7 +3,7 @@
 Usage:
     OPENBLAS_NUM_THREADS=1 python benchmarks/speed_mp_vs_mlp.py [--data-home ../shared/uci]
         [--dataset kin8nm] [--split 0] [--epochs 10] [--n-iter 3] [--memory per_example]
-        [--batch-size 256] [--match-rmse] [--cost-model]
+        [--batch-size 256] [--match-rmse] [--cost-model] [--division-floor]
 
 Both models: hidden layers (64, 64), the same number of epochs (MLPRegressor is
 kept from stopping early: ``tol=0``, ``n_iter_no_change`` above the epochs),
@@ -18,7 +18,13 @@ the fit times, the test RMSE of both, and the ratio ours / MLP.  With
 worse than ours and prints the fit-time ratio at that equal accuracy.  With
 ``--cost-model`` it splits the time per example step into per-weight and
 per-hidden-unit costs and prints what each part alone costs per epoch of the
-(64, 64) network, as a multiple of MLPRegressor's epoch.
+(64, 64) network, as a multiple of MLPRegressor's epoch.  With
+``--division-floor`` it times, in the same process, the float64 divisions that
+the messages need per weight and example step whatever the code around them:
+one for the weight's moments (``1 / precision``, forward, §5.3/§5.4) and one
+for the exact sum's message to it (``1 / (1 + rho_s v_rest)``, backward,
+§5.1), alone in a vectorised loop, and prints them as a multiple of
+MLPRegressor's epoch: a lower bound of the ratio at equal epochs.
 """
 
 import argparse
@@ -54,6 +60,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=1, help="best of this many fits each")
     parser.add_argument("--cost-model", action="store_true",
                         help="fit the time per example step to weights and hidden units")
+    parser.add_argument("--division-floor", action="store_true",
+                        help="time the two divisions per weight and example step alone")
     args = parser.parse_args()
     d = load_uci(args.dataset, args.split, data_home=args.data_home)
 
@@ -115,6 +123,14 @@ def main():
             epochs *= 2
         else:
             print(f"MLPRegressor does not reach RMSE {target:.4f} within 1600 epochs")
+    if args.division_floor:
+        mlp_us = times["MLPRegressor"] / (n * args.epochs) * 1e6
+        n_weights = n_parameters([d.X_train.shape[1], *HIDDEN, 1])
+        ns = division_ns()
+        floor = 2 * n_weights * args.n_iter * ns * 1e-3
+        print(f"float64 division: {ns:.3f} ns each (vectorised); 2 per weight and example "
+              f"step, {args.n_iter} iterations: {floor:.1f} us per example and epoch = "
+              f"{floor / mlp_us:.1f} x MLPRegressor's {mlp_us:.2f} us")
     if args.cost_model:
         coef = cost_model(ours, d, args.n_iter)
         # What each part alone costs per example and epoch of the timed HIDDEN
@@ -143,6 +159,28 @@ def timed_fit(make, X, y, repeats=1):
 
 def rmse_on_test(model, d):
     return float(np.sqrt(np.mean((model.predict(d.X_test) - d.y_test) ** 2)))
+
+
+def division_ns(size=4096, repeats=20000):
+    """Best time of one float64 division ``1 / x`` in a loop that LLVM
+    vectorises (Numba, as the kernel), in nanoseconds."""
+    from numba import njit
+
+    @njit(error_model="numpy")  # (Python's model checks for 0 and stays scalar)
+    def reciprocals(x, y, repeats):
+        for _ in range(repeats):
+            for i in range(x.shape[0]):
+                y[i] = 1.0 / x[i]
+
+    x = np.random.default_rng(0).uniform(1.0, 2.0, size)
+    y = np.empty_like(x)
+    reciprocals(x, y, 1)
+    best = np.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        reciprocals(x, y, repeats)
+        best = min(best, time.perf_counter() - start)
+    return best / (size * repeats) * 1e9
 
 
 def cost_model(ours, d, n_iter, n_rows=2048):

@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_co
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._backend import DEVICES, asnumpy, cuda_available, get_namespace, resolve_device, to_device
@@ -37,6 +37,9 @@ from .distributions import CategoricalPredictive, NormalPredictive
 #: Upper bound of the standard-deviation parameters that the estimators square
 #: (noise_std, sigma_v, ...): the square of a larger float overflows float64.
 MAX_STD = 1e150
+#: Lower bound of the scale parameters whose square or reciprocal square the
+#: estimators take (below it the square underflows).
+MIN_STD = 1e-150
 
 
 def _to_namespace(value, xp):
@@ -197,10 +200,20 @@ class _BayesianEstimatorMixin:
             bad |= ~np.isfinite(out.reshape(out.shape[0], -1)).all(axis=1)
         if bad.any():
             z = float(np.max(np.abs(asnumpy(X_scaled)[bad])))
+            if z <= 10.0:  # not the inputs: the fitted model itself
+                raise ValueError(
+                    f"{type(self).__name__} cannot predict {int(bad.sum())} of {bad.size} rows "
+                    f"of X: the predictive distribution overflows there although their inputs "
+                    f"lie within {z:.3g} training standard deviations of the training mean. "
+                    "The fitted model's moments are too large for float64: check its prior and "
+                    "initialisation parameters"
+                    + (", or rescale y." if hasattr(self, "y_scaler_") else ".")
+                )
             raise ValueError(
                 f"{type(self).__name__} cannot predict {int(bad.sum())} of {bad.size} rows of "
                 f"X: the predictive distribution overflows there (their inputs reach {z:.3g} "
-                "training standard deviations from the training mean). Rescale or clip X."
+                "training standard deviations from the training mean). Rescale or clip X"
+                + (", or rescale y." if hasattr(self, "y_scaler_") else ".")
             )
 
     def _namespace(self):
@@ -220,6 +233,7 @@ class _BayesianEstimatorMixin:
         """Resolve the device, learn the input scaling, seed the generator; returns
         the namespace.  Called by ``fit`` and by the first ``partial_fit``."""
         self.device_ = resolve_device(self.device)
+        self._fitted_structure = self._structure()
         # Estimators without a ``max_abs_z`` parameter use plain standardisation.
         self.x_scaler_ = fit_input_scaler(X, getattr(self, "max_abs_z", None))
         self._rng = self._make_rng()
@@ -252,7 +266,33 @@ class _BayesianEstimatorMixin:
                     self.__dict__[name] = _to_namespace(self.__dict__[name], xp)
 
     #: Private attributes that fitting sets besides the ``name_`` ones.
-    _fitted_private = ("_rng", "_y_ndim")
+    _fitted_private = ("_rng", "_y_ndim", "_fitted_structure")
+
+    #: Parameters that shape the network built by ``fit`` or the first
+    #: ``partial_fit``: a later ``partial_fit`` refuses to continue once one
+    #: of them has changed (it would otherwise be silently ignored).
+    _structure_params: tuple = ()
+
+    def _structure(self):
+        return {
+            name: (check_hidden_layer_sizes(value) if name == "hidden_layer_sizes" else value)
+            for name in self._structure_params
+            for value in [getattr(self, name)]
+        }
+
+    def _check_structure(self):
+        """Before a later ``partial_fit``: the network's parameters are unchanged."""
+        now = self._structure()
+        fitted = getattr(self, "_fitted_structure", now)
+        changed = [name for name in now if now[name] != fitted[name]]
+        if changed:
+            raise ValueError(
+                "partial_fit continues the fitted network ("
+                + ", ".join(f"{name}={fitted[name]!r}" for name in changed)
+                + "), but the parameters now ask for "
+                + ", ".join(f"{name}={now[name]!r}" for name in changed)
+                + "; call fit to start a new one."
+            )
 
     def _clear_fitted(self):
         """Forget everything learned: at the start of ``fit``, and when a fit or
@@ -309,6 +349,9 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
             y_numeric=True,
             ensure_min_samples=min_samples,
         )
+        # y_numeric converts only object arrays: numeric strings ("1.5") arrive as
+        # str, which StandardScaler would convert, but nothing else here would
+        y = np.asarray(y, dtype=np.float64)
         Y = y.reshape(-1, 1) if y.ndim == 1 else y
         if reset:
             self._y_ndim = y.ndim
@@ -369,7 +412,8 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         X, xp = self._scaled_input(X)
         with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a clear error
             mean, epi, ale = self._original_units(*self._predict_moments_scaled(X, xp))
-        self._check_finite_prediction(X, mean, epi, ale)
+            total = epi + ale  # (each part finite, their sum can overflow)
+        self._check_finite_prediction(X, mean, epi, ale, total)
         return NormalPredictive(mean, epistemic_var=epi, aleatoric_var=ale)
 
     def _original_units(self, mean, epi, ale):
@@ -451,6 +495,7 @@ class PartialFitMixin:
                 self.y_scaler_ = _fit_standard_scaler(Y, "y")
                 self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
             else:
+                self._check_structure()
                 xp = self._namespace()
             self._partial_fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
         except Exception:
@@ -483,12 +528,18 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         check_classification_targets(y)
         return X, y
 
-    def _set_classes(self, classes):
+    def _set_classes(self, classes, name="y"):
         if np.ndim(classes) != 1:
             raise ValueError(
                 f"classes must be a 1-D array-like of labels, got shape {np.shape(classes)}."
             )
-        classes = np.unique(classes)
+        try:  # NaN, continuous values, strings mixed with numbers
+            check_classification_targets(classes)
+            classes = unique_labels(classes)
+        except ValueError as exc:
+            if name == "y":
+                raise
+            raise ValueError(f"{name}: {exc}") from exc
         if classes.shape[0] < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes in the data, "
@@ -556,10 +607,11 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             if first:
                 if classes is None:
                     raise ValueError("classes must be passed on the first call to partial_fit.")
-                self._set_classes(classes)
+                self._set_classes(classes, "classes")
                 xp = self._start(X)
                 self._init_online(X.shape[1], len(self.classes_), xp, self._rng)
             else:
+                self._check_structure()
                 if classes is not None and not np.array_equal(np.unique(classes),
                                                               self.classes_):
                     raise ValueError(

@@ -32,6 +32,8 @@ __all__ = ["MessagePassingRegressor", "MessagePassingClassifier"]
 class _MessagePassingMixin:
     """Training loop shared by the regressor and the classifier."""
 
+    _structure_params = ("hidden_layer_sizes", "activation", "negative_slope")
+
     _common_constraints: dict = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"leaky_relu", "relu"})],

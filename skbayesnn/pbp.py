@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._backend import asnumpy
-from .base import BaseBayesianRegressor, PartialFitMixin, check_hidden_layer_sizes
+from .base import MIN_STD, BaseBayesianRegressor, PartialFitMixin, check_hidden_layer_sizes
 from .distributions import GaussianMixturePredictive
 from .inference import pbp, pbp_spike_slab
 
@@ -26,10 +26,12 @@ def _check_gamma_prior(value, name):
         raise ValueError(
             f"{name} must be a pair (shape, rate) of numbers, got {value!r}."
         ) from None
-    if not (math.isfinite(shape) and math.isfinite(rate) and shape > 1.0 and rate > 0.0):
+    if not (math.isfinite(shape) and math.isfinite(rate) and shape > 1.0 and rate > 0.0
+            and rate / (shape - 1.0) >= MIN_STD**2):
         raise ValueError(
             f"{name} = (shape, rate) needs a finite shape > 1 (so that the prior mean of "
-            f"the variance, rate / (shape - 1), exists) and a finite rate > 0; got {value!r}."
+            f"the variance, rate / (shape - 1), exists), a finite rate > 0 and that mean "
+            f"at least {MIN_STD**2:g}; got {value!r}."
         )
     return shape, rate
 
@@ -101,6 +103,10 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
 
     Attributes
     ----------
+    spike_and_slab_ : bool
+        The messages the model was trained with (``fit`` or the first
+        ``partial_fit``); training and prediction read it, so
+        ``set_params(spike_and_slab=...)`` takes effect at the next ``fit``.
     state_ : PBPState
         Weight means and variances per layer (bias in the last column, inputs
         scaled by ``1/sqrt(n_columns)``), the Gamma posteriors of the noise and
@@ -170,6 +176,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     }
 
     _device_attributes = ("state_",)
+    _structure_params = ("hidden_layer_sizes", "fit_bias", "spike_and_slab")
 
     def __init__(
         self,
@@ -231,15 +238,18 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         _check_gamma_prior(self.noise_prior, "noise_prior")
         hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
         fitted = self.state_.layer_sizes[1:-1]
-        if hidden != fitted or bool(self.fit_bias) != self.state_.bias:
+        if (hidden != fitted or bool(self.fit_bias) != self.state_.bias
+                or bool(self.spike_and_slab) != self.spike_and_slab_):
             raise ValueError(
                 f"warm_start continues the fitted network (hidden_layer_sizes={fitted}, "
-                f"fit_bias={self.state_.bias}), but the parameters now ask for "
-                f"hidden_layer_sizes={hidden}, fit_bias={bool(self.fit_bias)}; set "
-                "warm_start=False to fit a new one."
+                f"fit_bias={self.state_.bias}, spike_and_slab={self.spike_and_slab_}), but "
+                f"the parameters now ask for hidden_layer_sizes={hidden}, "
+                f"fit_bias={bool(self.fit_bias)}, spike_and_slab={bool(self.spike_and_slab)}; "
+                "set warm_start=False to fit a new one."
             )
 
     def _init_online(self, n_features, n_outputs, xp, rng):
+        self.spike_and_slab_ = bool(self.spike_and_slab)
         prior_shape, prior_rate = _check_gamma_prior(self.prior, "prior")
         noise_shape, noise_rate = _check_gamma_prior(self.noise_prior, "noise_prior")
         sizes = [n_features, *check_hidden_layer_sizes(self.hidden_layer_sizes), n_outputs]
@@ -270,6 +280,17 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         for _ in range(self.max_epochs):
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             self._run_epoch(X, Y, order, xp)
+        # A finite posterior can still overflow its own forward pass (a prior
+        # variance near 1e100 with three layers): then it cannot predict even
+        # the training rows.
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, var, _ = self._predict_moments_scaled(X[:1000], xp)
+        if not bool(xp.all(xp.isfinite(mean)) and xp.all(xp.isfinite(var))):
+            raise ValueError(
+                f"{type(self).__name__} training diverged: the fitted network's predictive "
+                f"overflows on the training inputs.  Check prior={self.prior!r} (its mean "
+                "variance rate / (shape - 1) sets the weights' scale)."
+            )
         self._log(
             f"trained {self.n_iter_} epochs; noise variance {self.noise_variance_:.4g}; "
             f"{self.n_rejected_} weight updates rejected"
@@ -287,7 +308,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
             Y[:, 0],
             order if xp is np else xp.asarray(order),
             batch_size=self.batch_size,
-            spike_slab=self.spike_and_slab,
+            spike_slab=self.spike_and_slab_,
             refine=self.refine_prior,
         )
         self.n_iter_ += 1
@@ -318,7 +339,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     def _mixture_output(self):
         # Spike-and-slab messages without biases: the output is a spike at 0 and
         # a slab (pbp.md §6.5, §6.7); with biases it is PBP's Gaussian (§6.6).
-        return self.spike_and_slab and not self.state_.bias
+        return self.spike_and_slab_ and not self.state_.bias
 
     def predict_dist(self, X):
         """Predictive distribution at ``X``, in the target's original units.
@@ -374,7 +395,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
             One column per weight layer, the output layer last.
         """
         check_is_fitted(self)
-        if not self.spike_and_slab:
+        if not self.spike_and_slab_:
             raise ValueError("slab_probabilities needs a model fitted with spike_and_slab=True.")
         X, _ = self._scaled_input(X)
         s = self.state_

@@ -42,6 +42,7 @@ class _TAGIMixin:
     """Network construction and the epoch loop shared by the TAGI estimators."""
 
     _device_attributes = ("posterior_",)
+    _structure_params = ("hidden_layer_sizes", "activation")
 
     def _init_online(self, n_features, n_outputs, xp, rng):
         sizes = [n_features, *check_hidden_layer_sizes(self.hidden_layer_sizes), n_outputs]
@@ -114,6 +115,15 @@ class _TAGIMixin:
             self.posterior_ = best
         else:
             self.best_epoch_ = self.n_iter_
+        # A finite posterior can still overflow its own forward pass (e.g. with
+        # a huge gain_w): then it cannot predict even the training rows.
+        with np.errstate(over="ignore", invalid="ignore"):
+            z_mean, z_var = tagi.forward(self.posterior_, X[train[:1000]])
+        if not bool(xp.all(xp.isfinite(z_mean)) and xp.all(xp.isfinite(z_var))):
+            raise ValueError(
+                f"{type(self).__name__} training diverged: the fitted network's predictive "
+                "overflows on the training inputs.  Reduce gain_w / gain_b or increase sigma_v."
+            )
         self._log(
             f"trained {self.n_iter_} epochs (kept {self.best_epoch_}); "
             f"{self.n_combined_} parameter updates combined in information form; "
@@ -121,6 +131,11 @@ class _TAGIMixin:
         )
 
     def _run_epoch(self, X, Y, order, xp, obs_mask=None):
+        """One pass; a ValueError, with the posterior as before the pass, if
+        the pass leaves it not finite."""
+        # run_epoch rebinds the posterior's arrays (in its lists): new lists of
+        # the same arrays are a snapshot
+        before = self.posterior_._replace(lambda a: a)
         n_combined, n_split = tagi.run_epoch(
             self.posterior_,
             X,
@@ -130,6 +145,14 @@ class _TAGIMixin:
             order=xp.asarray(order),
             obs_mask=obs_mask,
         )
+        if not self.posterior_.is_finite():
+            self.posterior_ = before
+            raise ValueError(
+                f"{type(self).__name__} training diverged: the weight posterior is not "
+                "finite after a pass over the data.  The updates overflow with inputs "
+                "far outside the training scale (partial_fit standardises every batch as "
+                "the first) or a very large gain_w / gain_b; rescale X or reduce the gains."
+            )
         self.n_combined_ += n_combined
         self.n_split_ += n_split
 
@@ -211,10 +234,11 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         alone has none).
     validation_scores_ : list of float
         With early stopping, the mean validation log-likelihood per row after
-        each epoch, in the target's original units; else empty.
+        each epoch, in the target's original units; else empty.  Set by
+        ``fit`` only (not by ``partial_fit``).
     validation_indices_ : ndarray of int
         With early stopping, the rows of the training data held out for
-        validation (sorted); else empty.
+        validation (sorted); else empty.  Set by ``fit`` only.
     n_combined_ : int
         Parameter updates where a batch's summed update (the reference code's
         rule, tagi.md §4.4) would have removed more than 99.9% of that
@@ -378,8 +402,9 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     best_epoch_ : int
     validation_scores_ : list of float
         With early stopping, the mean validation log-probability of the true
-        class after each epoch; else empty.
+        class after each epoch; else empty.  Set by ``fit`` only.
     validation_indices_ : ndarray of int
+        As in :class:`TAGIRegressor`.
     n_combined_, n_split_ : int
         As in :class:`TAGIRegressor`.
     n_features_in_, x_scaler_, device_

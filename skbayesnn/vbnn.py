@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, check_scalar
 
 from ._backend import asnumpy
-from .base import MAX_STD, BaseBayesianRegressor, check_hidden_layer_sizes
+from .base import MAX_STD, MIN_STD, BaseBayesianRegressor, check_hidden_layer_sizes
 from .distributions import GaussianMixturePredictive
 from .inference.vbnn import cavi, predict, selection, svi
 from .inference.vbnn.shrinkage import FAMILIES, ShrinkagePrior
@@ -48,7 +48,8 @@ class VBNNRegressor(BaseBayesianRegressor):
         Full-batch coordinate ascent (Algorithm 1) or stochastic VI with
         mini-batches and Robbins-Monro steps (vbnn.md §8).
     batch_size : int, default=100
-        Rows per SVI step.
+        Rows per SVI step, at most: an epoch splits the rows into
+        ``ceil(n_samples / batch_size)`` batches as equal as possible.
     forgetting_rate : float in (0.5, 1], default=0.75
         SVI step sizes ``(1 + t)^-forgetting_rate``.
     max_iter : int, default=200
@@ -87,7 +88,7 @@ class VBNNRegressor(BaseBayesianRegressor):
         ``(alpha0, beta0)`` of the inverse-gamma prior on the output noise
         variance in standardised units; None uses ``alpha0 = 2`` and ``beta0 =``
         a quarter of the residual variance of a linear fit (the authors'
-        default, vbnn.md §13.1).
+        default, vbnn.md §13.1), for each output its own.
     hidden_noise_prior : (float, float), default=(2.0, 0.01)
         ``(alpha0_h, beta0_h)`` of the hidden units' noise variances.
     predict_max_iter : int, default=60
@@ -147,7 +148,7 @@ class VBNNRegressor(BaseBayesianRegressor):
         **BaseBayesianRegressor._parameter_constraints,
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "shrinkage": [StrOptions(set(FAMILIES))],
-        "temperature": [Interval(Real, 0, None, closed="neither")],
+        "temperature": [Interval(Real, MIN_STD, MAX_STD, closed="both")],
         "solver": [StrOptions({"cavi", "svi"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "forgetting_rate": [Interval(Real, 0.5, 1, closed="right")],
@@ -160,9 +161,9 @@ class VBNNRegressor(BaseBayesianRegressor):
         "ensemble_temperature": [Interval(Real, 0, None, closed="neither")],
         "em_global": ["boolean"],
         "init": [StrOptions({"laplace", "spike_slab"})],
-        "prior_scale": [Interval(Real, 0, None, closed="neither"), None],
-        "local_scale": [Interval(Real, 0, None, closed="neither")],
-        "bias_std": [Interval(Real, 0, MAX_STD, closed="neither")],
+        "prior_scale": [Interval(Real, MIN_STD, MAX_STD, closed="both"), None],
+        "local_scale": [Interval(Real, MIN_STD, MAX_STD, closed="both")],
+        "bias_std": [Interval(Real, MIN_STD, MAX_STD, closed="both")],
         "noise_prior": ["array-like", None],
         "hidden_noise_prior": ["array-like"],
         "predict_max_iter": [Interval(Integral, 1, None, closed="left")],
@@ -239,9 +240,11 @@ class VBNNRegressor(BaseBayesianRegressor):
         Xh, Yh = asnumpy(X), asnumpy(Y)
         coef, resid_var = _linear_fit(Xh, Yh)
         if self.noise_prior is None:
-            # A quarter of the linear fit's residual variance, floored so that a
-            # perfectly linear target leaves a proper prior.
-            noise = (2.0, float(max(np.max(resid_var) / 4.0, 1e-4)))
+            # A quarter of the linear fit's residual variance, per output (one
+            # output's worst fit would otherwise set every output's noise),
+            # floored so that a perfectly linear target leaves a proper prior.
+            beta0 = np.maximum(np.asarray(resid_var, dtype=float) / 4.0, 1e-4)
+            noise = (2.0, float(beta0[0]) if beta0.size == 1 else beta0)
         else:
             noise = _check_ig_prior(self.noise_prior, "noise_prior")
         scale = self.prior_scale
@@ -333,8 +336,10 @@ class VBNNRegressor(BaseBayesianRegressor):
             members = [self._original_units(*m) for m in self._member_moments(X, xp)]
         # The component axis goes last (GaussianMixturePredictive's layout).
         means, epi, ale = (np.stack(parts, axis=-1) for parts in zip(*members))
-        self._check_finite_prediction(X, means, epi, ale)
-        return GaussianMixturePredictive(means, epi + ale, self.weights_, aleatoric_vars=ale)
+        with np.errstate(over="ignore"):
+            total = epi + ale  # (each part finite, their sum can overflow)
+        self._check_finite_prediction(X, means, epi, ale, total)
+        return GaussianMixturePredictive(means, total, self.weights_, aleatoric_vars=ale)
 
     def sample_predictive(self, X, n_samples=1, random_state=None):
         """Draws from the predictive by Eq. 25 (mixture members drawn by weight).

@@ -486,3 +486,147 @@ def test_model_fitted_on_a_device_pickles_host_arrays_only(rng, monkeypatch, mak
     assert _device_arrays(vars(est)) == before  # pickling leaves the live model on the device
     reloaded = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(reloaded.predict(X), est.predict(X))
+
+
+@pytest.mark.parametrize(
+    "make, change",
+    [
+        (lambda: MessagePassingRegressor((4,), batch_size=16, random_state=0),
+         dict(hidden_layer_sizes=(5,))),
+        (lambda: MessagePassingRegressor((4,), batch_size=16, random_state=0),
+         dict(negative_slope=0.2)),
+        (lambda: MessagePassingClassifier((4,), batch_size=16, random_state=0),
+         dict(activation="relu")),
+        (lambda: TAGIRegressor(hidden_layer_sizes=(4,), random_state=0),
+         dict(hidden_layer_sizes=(4, 4))),
+        (lambda: TAGIClassifier(hidden_layer_sizes=(4,), random_state=0),
+         dict(activation="tanh")),
+        (lambda: PBPRegressor((4,), random_state=0), dict(fit_bias=False)),
+    ],
+    ids=lambda v: "-".join(v) if isinstance(v, dict) else "",
+)
+def test_partial_fit_refuses_a_changed_network(rng, make, change):
+    # A later partial_fit continues the network built by fit or the first
+    # partial_fit: a changed layer size or activation cannot take effect there
+    # (it was silently ignored), so the call raises and leaves the model as it
+    # was; with the parameters restored, training goes on; fit starts anew.
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] - X[:, 1]
+    model = make()
+    kw = {}
+    if is_classifier(model):
+        y = (y > 0).astype(int)
+        kw = dict(classes=[0, 1])
+    model.partial_fit(X, y, **kw)
+    predict = model.predict_proba if is_classifier(model) else model.predict
+    before = predict(X)
+    old = {name: model.get_params()[name] for name in change}
+    model.set_params(**change)
+    with pytest.raises(ValueError, match="partial_fit continues the fitted network"):
+        model.partial_fit(X, y)
+    np.testing.assert_array_equal(predict(X), before)
+    model.set_params(**old).partial_fit(X, y)
+    assert not np.array_equal(predict(X), before)
+    model.set_params(**change).fit(X, y)
+    model.partial_fit(X, y)
+
+
+@pytest.mark.parametrize("classifier", [False, True])
+def test_tagi_partial_fit_that_diverges_raises_and_keeps_the_model(rng, classifier):
+    # partial_fit standardises every batch as the first, so nothing bounds a
+    # later batch's inputs: a row at 1e155 made the posterior inf/NaN while the
+    # call returned normally, and every later prediction failed.  Now the call
+    # raises and the model predicts as before it; training then goes on.
+    make = TAGIClassifier if classifier else TAGIRegressor
+    X = rng.normal(size=(60, 2))
+    y = X[:, 0]
+    kw = {}
+    if classifier:
+        y = (y > 0).astype(int)
+        kw = dict(classes=[0, 1])
+    model = make(hidden_layer_sizes=(5,), random_state=0).partial_fit(X, y, **kw)
+    predict = model.predict_proba if classifier else model.predict
+    before = predict(X)
+    with pytest.raises(ValueError, match="training diverged"):
+        model.partial_fit([[1e155, 0.0], [0.0, 1.0]], y[:2])
+    assert model.posterior_.is_finite()
+    np.testing.assert_array_equal(predict(X), before)
+    model.partial_fit(X, y)
+    assert np.all(np.isfinite(predict(X)))
+    # fit with an absurd initial weight scale: an error, not an unusable model
+    with pytest.raises(ValueError, match="training diverged"):
+        make(hidden_layer_sizes=(5,), gain_w=1e200, max_epochs=1, random_state=0).fit(X, y)
+
+
+def test_predictive_whose_total_variance_overflows_raises(rng):
+    # Each part finite (epistemic 1.1e308, aleatoric 8.3e307 in y's units near
+    # 1e153) but their sum inf: predict returned std = inf with only a warning.
+    X = rng.uniform(-2, 2, (100, 2))
+    y = 1e153 * np.sin(2 * X[:, 0])
+    reg = TAGIRegressor(hidden_layer_sizes=(10,), max_epochs=2, sigma_v=14.0,
+                        random_state=0).fit(X, y)
+    far = [[70.0, 70.0]]
+    with pytest.raises(ValueError, match="cannot predict 1 of 1 rows.*or rescale y"):
+        reg.predict(far, return_std=True)
+    with pytest.raises(ValueError, match="cannot predict 1 of 1 rows"):
+        reg.predict_dist(far)
+    assert np.all(np.isfinite(reg.predict(X, return_std=True)[1]))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: MessagePassingClassifier((4,), batch_size=16, random_state=0),
+    lambda: TAGIClassifier(hidden_layer_sizes=(4,), random_state=0),
+])
+@pytest.mark.parametrize("classes, message", [
+    ([0.0, 1.0, np.nan], "classes: Input y contains NaN"),
+    (["a", "b", 1], "classes: Mix of label input types"),
+    ([0.5, 1.5], "classes: Unknown label type"),
+])
+def test_partial_fit_validates_classes_as_labels(rng, make, classes, message):
+    # classes=[0, 1, nan] made a phantom NaN class with its own probability,
+    # ["a", "b", 1] a phantom class "1": classes are checked as y is.
+    X = rng.normal(size=(20, 2))
+    y = np.array(["a", "b"] * 10) if isinstance(classes[0], str) else np.arange(20) % 2
+    with pytest.raises(ValueError, match=message):
+        make().partial_fit(X, y, classes=classes)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: MessagePassingRegressor((4,), max_epochs=1, random_state=0),
+    lambda: TAGIRegressor(hidden_layer_sizes=(4,), max_epochs=1, random_state=0),
+    lambda: PBPRegressor((4,), max_epochs=1, random_state=0),
+])
+def test_numeric_string_targets_fit_as_numbers(rng, make):
+    # Ridge's behaviour: y of numeric strings is y (it raised a NumPy
+    # UFuncTypeError in the scaling check); other strings are a clear error.
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0] - X[:, 1]
+    np.testing.assert_array_equal(make().fit(X, y.astype(str)).predict(X),
+                                  make().fit(X, y).predict(X))
+    with pytest.raises(ValueError, match="could not convert string to float"):
+        make().fit(X, np.array(["a"] * 30))
+
+
+def test_extreme_prior_parameters_are_refused_with_the_parameter_named(rng):
+    # Values the constraints accepted crashed deep inside (ZeroDivisionError,
+    # FloatingPointError from the ELBO), or fitted a model that could not
+    # predict its own training rows; they now raise a ValueError naming the
+    # parameter at fit.  The bounds themselves still fit a finite model.
+    X = rng.uniform(-2, 2, (60, 2))
+    y = np.sin(2 * X[:, 0])
+    vb = dict(hidden_layer_sizes=(5,), max_iter=5, n_init=1, random_state=0)
+    for make, param in [
+        (lambda: PBPRegressor((4,), max_epochs=1, prior=(1e308, 1e-308)), "prior"),
+        (lambda: PBPRegressor((5, 5, 5), max_epochs=3, prior=(6, 1e100), random_state=0),
+         "prior"),
+        (lambda: VBNNRegressor(prior_scale=1e-200, **vb), "prior_scale"),
+        (lambda: VBNNRegressor(local_scale=1e-200, **vb), "local_scale"),
+        (lambda: VBNNRegressor(local_scale=1e300, **vb), "local_scale"),
+        (lambda: VBNNRegressor(bias_std=1e-200, **vb), "bias_std"),
+        (lambda: VBNNRegressor(temperature=1e-200, **vb), "temperature"),
+    ]:
+        with pytest.raises(ValueError, match=param):
+            make().fit(X, y)
+    for kw in (dict(prior_scale=1e-150), dict(local_scale=1e150), dict(temperature=1e-150),
+               dict(bias_std=1e-150)):
+        assert np.all(np.isfinite(VBNNRegressor(**kw, **vb).fit(X, y).predict(X)))

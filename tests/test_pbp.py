@@ -112,11 +112,31 @@ def test_warm_start_continues_training(rng):
     cold = PBPRegressor(max_epochs=2, **kw).fit(X, y).fit(X, y)
     assert cold.n_iter_ == 2
     # A continued fit cannot change the network's shape, nor take an invalid prior.
-    for change in ({"hidden_layer_sizes": (9,)}, {"fit_bias": False}):
+    for change in ({"hidden_layer_sizes": (9,)}, {"fit_bias": False},
+                   {"spike_and_slab": True}):
         with pytest.raises(ValueError, match="warm_start continues the fitted network"):
             clone(warm).fit(X, y).set_params(**change).fit(X, y)
     with pytest.raises(ValueError, match="prior"):
         clone(warm).fit(X, y).set_params(prior=(0.0, 0.0)).fit(X, y)
+
+
+def test_spike_and_slab_takes_effect_at_the_next_fit_only(rng):
+    # Prediction reads the kind of messages the model was trained with
+    # (spike_and_slab_), not the parameter: a set_params after fit changed the
+    # predictive's kind (a mixture became a Gaussian) and made
+    # slab_probabilities refuse a model fitted with spike-and-slab messages.
+    X, y = _sine(rng, 60)
+    reg = PBPRegressor((6,), max_epochs=2, spike_and_slab=True, fit_bias=False,
+                       random_state=0).fit(X, y)
+    dist, rho = reg.predict_dist(X), reg.slab_probabilities(X)
+    reg.set_params(spike_and_slab=False)
+    assert type(reg.predict_dist(X)) is type(dist)
+    np.testing.assert_array_equal(reg.predict_dist(X).logpdf(y), dist.logpdf(y))
+    np.testing.assert_array_equal(reg.slab_probabilities(X), rho)
+    reg.fit(X, y)
+    assert not reg.spike_and_slab_
+    with pytest.raises(ValueError, match="slab_probabilities needs"):
+        reg.slab_probabilities(X)
 
 
 def test_reproducible_under_random_state_and_pickle(rng):

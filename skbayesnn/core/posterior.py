@@ -117,6 +117,14 @@ class GaussianMLPPosterior:
             negative_slope=self.negative_slope,
         )
 
+    def is_finite(self):
+        """Whether every mean and variance is finite."""
+        xp = array_namespace(self.weight_means[0])
+        return all(
+            bool(xp.all(xp.isfinite(a)))
+            for a in self.weight_means + self.weight_vars + self.bias_means + self.bias_vars
+        )
+
     def to_namespace(self, xp):
         """Return a copy whose arrays live in namespace ``xp`` (NumPy or CuPy);
         ``to_namespace(numpy)`` copies them to the host."""

@@ -430,11 +430,13 @@ def noise_elbo_terms(alpha0, beta0, alpha, beta, sum_resid, n_rows):
     xp = array_namespace(alpha)
     prec = alpha / beta
     lg = float(np.sum(gammaln(asnumpy(alpha)))) - alpha.shape[0] * float(gammaln(alpha0))
+    # beta0: a float, or one per unit (the outputs' data-driven default)
+    log_beta0 = math.log(beta0) if np.ndim(beta0) == 0 else xp.log(beta0)
     return (
         lg
         + float(
             xp.sum(
-                alpha0 * math.log(beta0)
+                alpha0 * log_beta0
                 - alpha * xp.log(beta)
                 + (beta - beta0) * prec
                 - 0.5 * prec * sum_resid
@@ -572,6 +574,8 @@ def initialize(
         for j in range(len(m))
     ]
     a0 = [alpha0_hidden] * len(hidden) + [alpha0]
+    if np.ndim(beta0):  # one per output
+        beta0 = xp.asarray(beta0, dtype=X.dtype)
     b0 = [beta0_hidden] * len(hidden) + [beta0]
     alpha = [xp.full((sizes[j + 1],), a0[j] + 0.5 * n, dtype=X.dtype) for j in range(len(m))]
     beta = [alpha[j] * (b0[j] / a0[j]) for j in range(len(m))]

@@ -17,6 +17,8 @@ step.  The paper and the authors' code blend ``1/beta`` instead (vbnn.md §8 ste
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..._backend import array_namespace
 from . import cavi
 
@@ -109,9 +111,11 @@ def run_svi(
 ):
     """SVI from the initialisation of the first batch (vbnn.md §8 step 2).
 
-    An epoch is one pass over a random permutation of the rows in batches; the
-    convergence criterion of CAVI is applied to the epoch means of the noisy
-    ELBO.  Returns ``(state, epoch_elbos, converged)``.
+    An epoch is one pass over a random permutation of the rows in
+    ``ceil(n / batch_size)`` batches as equal as possible (every row once; at
+    most ``batch_size`` rows each); the convergence criterion of CAVI is
+    applied to the epoch means of the noisy ELBO.  Returns ``(state,
+    epoch_elbos, converged)``.
     """
     xp = array_namespace(X)
     n = X.shape[0]
@@ -124,8 +128,8 @@ def run_svi(
     for _ in range(max_epochs):
         order = rng.permutation(n)
         values = []
-        for start in range(0, n - batch_size + 1, batch_size):
-            rows = xp.asarray(order[start : start + batch_size])
+        for batch in np.array_split(order, -(-n // batch_size)):
+            rows = xp.asarray(batch)
             # rho_t = (1 + t)^-k from t = 1 (vbnn.md §8 step 3; the authors'
             # 1 / (2 + epoch)^k): the first step keeps part of the initialisation
             step = (2.0 + t) ** (-forgetting_rate)
