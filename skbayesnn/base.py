@@ -126,6 +126,8 @@ def check_hidden_layer_sizes(hidden_layer_sizes):
     sklearn's ``MLPRegressor`` does.
     """
     # The elements as given: np.atleast_1d would turn (8, True) into [8, 1].
+    if isinstance(hidden_layer_sizes, np.ndarray) and hidden_layer_sizes.ndim == 0:
+        hidden_layer_sizes = hidden_layer_sizes.item()
     try:
         sizes = list(hidden_layer_sizes)
     except TypeError:
@@ -533,8 +535,12 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             raise ValueError(
                 f"classes must be a 1-D array-like of labels, got shape {np.shape(classes)}."
             )
-        try:  # NaN, continuous values, strings mixed with numbers
-            check_classification_targets(classes)
+        try:  # NaN, continuous values, strings mixed with numbers (fit's y: checked)
+            if name != "y":
+                with warnings.catch_warnings():
+                    # (many distinct labels "look like regression": here they are classes)
+                    warnings.simplefilter("ignore", UserWarning)
+                    check_classification_targets(classes)
             classes = unique_labels(classes)
         except ValueError as exc:
             if name == "y":

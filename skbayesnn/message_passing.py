@@ -34,6 +34,10 @@ class _MessagePassingMixin:
 
     _structure_params = ("hidden_layer_sizes", "activation", "negative_slope")
 
+    def _structure(self):
+        # the slope that the units use (none for "relu", whatever negative_slope says)
+        return {**super()._structure(), "negative_slope": self._alpha()}
+
     _common_constraints: dict = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"leaky_relu", "relu"})],

@@ -349,7 +349,8 @@ def _expected_abs_normal(mu, s):
     r"""``A(mu, s^2) = E|X|`` for ``X ~ N(mu, s^2)``: ``mu(2 Phi(mu/s) - 1) + 2 s phi(mu/s)``."""
     pos = s > 0
     z = np.divide(mu, s, out=np.zeros_like(mu), where=pos)
-    val = mu * (2.0 * special.ndtr(z) - 1.0) + 2.0 * s * np.exp(-0.5 * z * z) * _INV_SQRT_2PI
+    with np.errstate(over="ignore"):  # z^2 = inf: phi(z) = 0, as it should
+        val = mu * (2.0 * special.ndtr(z) - 1.0) + 2.0 * s * np.exp(-0.5 * z * z) * _INV_SQRT_2PI
     return np.where(pos, val, np.abs(mu))
 
 
@@ -789,12 +790,15 @@ def _check_proba(y_true, y_proba, classes):
     """
     if classes is None and hasattr(y_proba, "proba") and not isinstance(y_proba, np.ndarray):
         classes = getattr(y_proba, "classes", None)
-    if hasattr(y_proba, "proba") and not isinstance(y_proba, np.ndarray):
-        y_proba = y_proba.proba
     y = column_or_1d(
         check_array(y_true, ensure_2d=False, dtype=None, input_name="y_true"),
         input_name="y_true",
     )
+    if hasattr(y_proba, "proba") and not isinstance(y_proba, np.ndarray):
+        if np.ndim(y_proba.proba) == 1:  # batch shape (): one distribution for every sample
+            y_proba = np.broadcast_to(y_proba.proba, (y.shape[0], y_proba.proba.shape[0]))
+        else:
+            y_proba = y_proba.proba
     p = check_array(
         y_proba, ensure_2d=False, allow_nd=True, dtype="numeric", input_name="y_proba"
     )

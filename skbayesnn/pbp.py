@@ -232,6 +232,13 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self._train(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
         return self
 
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        # A model pickled before spike_and_slab_ existed was trained with the
+        # parameter's value.
+        if "state_" in self.__dict__ and "spike_and_slab_" not in self.__dict__:
+            self.spike_and_slab_ = bool(self.spike_and_slab)
+
     def _check_warm_start(self):
         """A continued fit keeps the fitted network: refuse a changed shape."""
         _check_gamma_prior(self.prior, "prior")

@@ -1,5 +1,7 @@
 """The shared base estimator, exercised through BayesianLinearRegressor."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.base import is_classifier
@@ -376,7 +378,8 @@ def test_hidden_layer_sizes_that_are_not_positive_ints_are_refused(rng, make, si
 
 
 @pytest.mark.parametrize("sizes, want", [(4, [4]), ((4, 3), [4, 3]), ([4, np.int64(3)], [4, 3]),
-                                         (np.array([5, 2]), [5, 2]), (range(2, 4), [2, 3])])
+                                         (np.array([5, 2]), [5, 2]), (range(2, 4), [2, 3]),
+                                         (np.array(4), [4]), (np.int64(4), [4])])
 def test_hidden_layer_sizes_accepts_ints_and_sequences_of_ints(sizes, want):
     from skbayesnn.base import check_hidden_layer_sizes
 
@@ -529,6 +532,37 @@ def test_partial_fit_refuses_a_changed_network(rng, make, change):
     assert not np.array_equal(predict(X), before)
     model.set_params(**change).fit(X, y)
     model.partial_fit(X, y)
+
+
+def test_partial_fit_accepts_changes_that_leave_the_network_as_it_is(rng):
+    # With "relu" the units have no negative slope, so changing negative_slope
+    # changes nothing and partial_fit goes on; many classes given up front do
+    # not draw sklearn's "looks like regression" warning.
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0]
+    reg = MessagePassingRegressor((4,), activation="relu", batch_size=16, random_state=0)
+    reg.partial_fit(X, y).set_params(negative_slope=0.2).partial_fit(X, y)
+    assert reg.state_.alpha == 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TAGIClassifier(hidden_layer_sizes=(4,), random_state=0).partial_fit(
+            X, np.arange(30) % 3, classes=np.arange(25))
+
+
+def test_multi_output_vbnn_fits_on_a_device_namespace(rng, monkeypatch):
+    # The per-output noise prior is a device array there; the ELBO must not
+    # call NumPy on it.  The strict namespace wraps NumPy: the same numbers.
+    from skbayesnn import base
+    from skbayesnn._testing import STRICT_XP
+
+    X = rng.normal(size=(40, 2))
+    Y = np.column_stack([X[:, 0], 10 * X[:, 1] + 0.1 * rng.normal(size=40)])
+    cpu = VBNNRegressor((4,), max_iter=4, n_init=1, random_state=0).fit(X, Y).predict(X)
+    monkeypatch.setattr(base, "resolve_device", lambda device="cpu": "cuda")
+    monkeypatch.setattr(base, "get_namespace", lambda device="cpu": STRICT_XP)
+    monkeypatch.setattr(base, "cuda_available", lambda: True)
+    est = VBNNRegressor((4,), max_iter=4, n_init=1, random_state=0, device="cuda").fit(X, Y)
+    np.testing.assert_array_equal(est.predict(X), cpu)
 
 
 @pytest.mark.parametrize("classifier", [False, True])

@@ -583,3 +583,45 @@ def test_nan_y_raises(dist, method):
         pytest.skip(f"no {method}")
     with pytest.raises(ValueError, match="NaN"):
         getattr(dist, method)(np.array([0.0, np.nan]))
+
+
+def test_mixture_entropy_is_shift_invariant_and_ignores_zero_weights():
+    # Entropy does not change with a shift: a component at 1e16 with sd 1 has
+    # N(0, 1)'s (absolute cut points collapsed there: 1.47, 11.7 at 1e17);
+    # components 1e100 apart with sd 1 add log 2 (it gave 0); a zero-weight
+    # component 1e160 away counts for nothing (it gave NaN).
+    h = NormalPredictive(0.0, 1.0).entropy()
+    for c in (1e13, 1e16, 1e17, -3e300):
+        np.testing.assert_allclose(GaussianMixturePredictive([[c]], [[1.0]]).entropy(), h,
+                                   rtol=1e-12)
+    np.testing.assert_allclose(GaussianMixturePredictive([[-1e100, 1e100]], 1.0).entropy(),
+                               h + np.log(2), rtol=1e-12)
+    with np.errstate(all="raise"):
+        got = GaussianMixturePredictive([[0.0, 1e160]], [[1.0, 1.0]], [1.0, 0.0]).entropy()
+    np.testing.assert_allclose(got, h, rtol=1e-12)
+    for shift in (5e15, 1e12):
+        a = GaussianMixturePredictive([[shift, shift + 10.0]], [[1.0, 4.0]], [0.3, 0.7])
+        b = GaussianMixturePredictive([[0.0, 10.0]], [[1.0, 4.0]], [0.3, 0.7])
+        np.testing.assert_allclose(a.entropy(), b.entropy(), rtol=1e-10)
+
+
+def test_mixture_entropy_two_quadratures_agree():
+    # The cuts on one axis (most rows) and the per-component frames (rows with
+    # components far apart relative to their widths) are two routes to the
+    # same integral: on ordinary mixtures, with and without zero weights,
+    # they agree to 1e-13.
+    from skbayesnn import distributions
+
+    rng = np.random.default_rng(0)
+    m = 3 * rng.normal(size=(40, 4))
+    s = np.sqrt(rng.uniform(0.01, 4.0, size=(40, 4)))
+    w = rng.dirichlet(np.ones(4), size=40)
+    w[::2, 0] = 0.0
+    w /= w.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        log_coef = np.log(w) - np.log(s)
+    ref = np.argmax(w, axis=1)
+    rel = m - m[np.arange(40), ref][:, None]
+    on_cuts = distributions._entropy_on_cuts(rel, s, log_coef, w > 0, ref)
+    by_component = distributions._entropy_by_component(m, s, log_coef, w)
+    np.testing.assert_allclose(on_cuts, by_component, rtol=1e-13)

@@ -901,3 +901,18 @@ def test_ece_confidence_on_a_bin_edge_goes_to_the_lower_bin(n_bins):
         assert M.expected_calibration_error([0, 1], proba, n_bins=n_bins) == pytest.approx(
             expected
         )
+
+
+def test_one_categorical_distribution_serves_every_sample():
+    # A CategoricalPredictive of batch shape () is one distribution for all
+    # samples, as a 0-d NormalPredictive is for the continuous metrics; its
+    # two probabilities were read as two samples' binary probabilities.
+    from skbayesnn.distributions import CategoricalPredictive
+
+    d = CategoricalPredictive([0.3, 0.7], classes=["a", "b"])
+    np.testing.assert_allclose(M.categorical_nll(["b", "a"], d), -(np.log(0.7) + np.log(0.3)) / 2)
+    np.testing.assert_allclose(M.categorical_nll(["b"], d), -np.log(0.7))
+    np.testing.assert_allclose(M.brier_score(["b", "b"], d), 0.09)
+    d3 = CategoricalPredictive([0.2, 0.3, 0.5], classes=[0, 1, 2])
+    np.testing.assert_allclose(M.categorical_nll([2, 2, 0], d3),
+                               -(2 * np.log(0.5) + np.log(0.2)) / 3)

@@ -137,6 +137,14 @@ def test_spike_and_slab_takes_effect_at_the_next_fit_only(rng):
     assert not reg.spike_and_slab_
     with pytest.raises(ValueError, match="slab_probabilities needs"):
         reg.slab_probabilities(X)
+    # a model pickled before the attribute existed takes the parameter's value
+    old = PBPRegressor((6,), max_epochs=2, spike_and_slab=True, fit_bias=False,
+                       random_state=0).fit(X, y)
+    state = old.__getstate__()
+    del state["spike_and_slab_"]
+    loaded = PBPRegressor.__new__(PBPRegressor)
+    loaded.__setstate__(state)
+    np.testing.assert_array_equal(loaded.predict_dist(X).logpdf(y), dist.logpdf(y))
 
 
 def test_reproducible_under_random_state_and_pickle(rng):

@@ -431,7 +431,7 @@ def noise_elbo_terms(alpha0, beta0, alpha, beta, sum_resid, n_rows):
     prec = alpha / beta
     lg = float(np.sum(gammaln(asnumpy(alpha)))) - alpha.shape[0] * float(gammaln(alpha0))
     # beta0: a float, or one per unit (the outputs' data-driven default)
-    log_beta0 = math.log(beta0) if np.ndim(beta0) == 0 else xp.log(beta0)
+    log_beta0 = math.log(beta0) if getattr(beta0, "ndim", 0) == 0 else xp.log(beta0)
     return (
         lg
         + float(
@@ -574,7 +574,7 @@ def initialize(
         for j in range(len(m))
     ]
     a0 = [alpha0_hidden] * len(hidden) + [alpha0]
-    if np.ndim(beta0):  # one per output
+    if getattr(beta0, "ndim", 0):  # one per output (a host array)
         beta0 = xp.asarray(beta0, dtype=X.dtype)
     b0 = [beta0_hidden] * len(hidden) + [beta0]
     alpha = [xp.full((sizes[j + 1],), a0[j] + 0.5 * n, dtype=X.dtype) for j in range(len(m))]
