@@ -450,8 +450,9 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
     classes_ : ndarray of shape (n_classes,)
     likelihood_ : str
         The training factor, fixed at ``fit`` (or the first ``partial_fit``);
-        ``predict_proba`` and later ``partial_fit`` calls use it, so a
-        ``set_params(likelihood=...)`` takes effect at the next ``fit``.
+        ``predict_proba`` uses it, so a ``set_params(likelihood=...)`` takes
+        effect at the next ``fit`` (a later ``partial_fit`` refuses it, as a
+        changed layer size).
     state_ : MPState
     posterior_ : GaussianMLPPosterior
         The weight and bias marginals as the library's common posterior
@@ -477,6 +478,8 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
     = 3.9``).  With more than about ten classes prefer ``"softmax"``.
     """
     )
+
+    _structure_params = (*_MessagePassingMixin._structure_params, "likelihood")
 
     _parameter_constraints: dict = {
         **BaseBayesianClassifier._parameter_constraints,

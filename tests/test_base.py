@@ -500,6 +500,8 @@ def test_model_fitted_on_a_device_pickles_host_arrays_only(rng, monkeypatch, mak
          dict(negative_slope=0.2)),
         (lambda: MessagePassingClassifier((4,), batch_size=16, random_state=0),
          dict(activation="relu")),
+        (lambda: MessagePassingClassifier((4,), batch_size=16, random_state=0),
+         dict(likelihood="softmax")),
         (lambda: TAGIRegressor(hidden_layer_sizes=(4,), random_state=0),
          dict(hidden_layer_sizes=(4, 4))),
         (lambda: TAGIClassifier(hidden_layer_sizes=(4,), random_state=0),
