@@ -34,12 +34,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._backend import DEVICES, asnumpy, cuda_available, get_namespace, resolve_device, to_device
 from .distributions import CategoricalPredictive, NormalPredictive
 
-#: Upper bound of the standard-deviation parameters that the estimators square
-#: (noise_std, sigma_v, ...): the square of a larger float overflows float64.
-MAX_STD = 1e150
+#: Upper bound of the scale parameters that the estimators square (standard
+#: deviations such as noise_std and sigma_v, and precisions): the square of a
+#: larger float overflows float64.
+MAX_SCALE = 1e150
 #: Lower bound of the scale parameters whose square or reciprocal square the
 #: estimators take (below it the square underflows).
-MIN_STD = 1e-150
+MIN_SCALE = 1e-150
 
 
 def _to_namespace(value, xp):

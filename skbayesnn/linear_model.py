@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._backend import asnumpy
-from .base import BaseBayesianRegressor, PartialFitMixin
+from .base import MAX_SCALE, BaseBayesianRegressor, PartialFitMixin
 from .core import linear_gaussian as lg
 
 
@@ -88,8 +88,8 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
 
     _parameter_constraints: dict = {
         **BaseBayesianRegressor._parameter_constraints,
-        "prior_precision": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "noise_precision": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "prior_precision": [Interval(Real, 0, MAX_SCALE, closed="right"), StrOptions({"auto"})],
+        "noise_precision": [Interval(Real, 0, MAX_SCALE, closed="right"), StrOptions({"auto"})],
     }
 
     def __init__(
@@ -145,6 +145,15 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
                 stacklevel=4,
             )
         lam, alpha = lg.maximize_evidence(stats, *fixed, spec=spec)
+        if fixed[1] is None and not exact and alpha >= lg.PRECISION_BOUND * (1.0 - 1e-9):
+            warnings.warn(
+                f"The evidence still increases at the search bound {lg.PRECISION_BOUND:.4g} of "
+                "the noise precision: the fitted noise level is that bound, not a maximum, "
+                "and may overstate the noise (targets within about 1e-6 of a linear fit); "
+                "pass a numeric noise_precision.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
         self.stats_ = stats
         self.prior_precision_, self.noise_precision_ = lam, alpha
         self.log_evidence_ = lg.log_evidence(stats, lam, alpha, spec=spec)

@@ -18,7 +18,7 @@ from sklearn.utils import check_scalar
 from sklearn.utils.validation import check_is_fitted
 
 from .base import (
-    MAX_STD,
+    MAX_SCALE,
     BaseBayesianClassifier,
     BaseBayesianRegressor,
     PartialFitMixin,
@@ -323,7 +323,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
     over one dataset use ``fit`` with ``max_epochs``).  All online
     batches are then kept as one aggregate slot, so a call costs the same
     however many came before.  A fit whose posterior becomes non-finite
-    (e.g. a tiny ``noise_std``) raises a ValueError, and so does a prediction
+    (extreme inputs; a tiny ``noise_std`` can do it) raises a ValueError, and so does a prediction
     that overflows (inputs ~1e150 training standard deviations out).
 
     Examples
@@ -343,8 +343,8 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
     _parameter_constraints: dict = {
         **BaseBayesianRegressor._parameter_constraints,
         **_MessagePassingMixin._common_constraints,
-        "noise_std": [Interval(Real, 0, MAX_STD, closed="neither")],
-        "predictive_noise_std": [None, Interval(Real, 0, MAX_STD, closed="neither")],
+        "noise_std": [Interval(Real, 0, MAX_SCALE, closed="right")],
+        "predictive_noise_std": [None, Interval(Real, 0, MAX_SCALE, closed="right")],
     }
 
     def __init__(
@@ -485,7 +485,7 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         **BaseBayesianClassifier._parameter_constraints,
         **_MessagePassingMixin._common_constraints,
         "likelihood": [StrOptions({"argmax", "regression", "softmax"})],
-        "noise_std": [Interval(Real, 0, MAX_STD, closed="neither")],
+        "noise_std": [Interval(Real, 0, MAX_SCALE, closed="right")],
         "regularize": ["boolean"],
         "argmax_noise_var": [Interval(Real, 0, None, closed="left")],
         "regularize_var": [Interval(Real, 0, None, closed="neither")],

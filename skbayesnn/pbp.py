@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._backend import asnumpy
-from .base import MIN_STD, BaseBayesianRegressor, PartialFitMixin, check_hidden_layer_sizes
+from .base import MIN_SCALE, BaseBayesianRegressor, PartialFitMixin, check_hidden_layer_sizes
 from .distributions import GaussianMixturePredictive
 from .inference import pbp, pbp_spike_slab
 
@@ -27,11 +27,11 @@ def _check_gamma_prior(value, name):
             f"{name} must be a pair (shape, rate) of numbers, got {value!r}."
         ) from None
     if not (math.isfinite(shape) and math.isfinite(rate) and shape > 1.0 and rate > 0.0
-            and rate / (shape - 1.0) >= MIN_STD**2):
+            and rate / (shape - 1.0) >= MIN_SCALE**2):
         raise ValueError(
             f"{name} = (shape, rate) needs a finite shape > 1 (so that the prior mean of "
             f"the variance, rate / (shape - 1), exists), a finite rate > 0 and that mean "
-            f"at least {MIN_STD**2:g}; got {value!r}."
+            f"at least {MIN_SCALE**2:g}; got {value!r}."
         )
     return shape, rate
 

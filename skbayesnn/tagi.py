@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .base import (
-    MAX_STD,
+    MAX_SCALE,
     BaseBayesianClassifier,
     BaseBayesianRegressor,
     PartialFitMixin,
@@ -21,7 +21,7 @@ from .inference import tagi
 _TAGI_CONSTRAINTS = {
     "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
     "activation": [StrOptions(set(ACTIVATIONS) - {"identity"})],
-    "sigma_v": [Interval(Real, 0, MAX_STD, closed="neither")],
+    "sigma_v": [Interval(Real, 0, MAX_SCALE, closed="right")],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
     "max_epochs": [Interval(Integral, 1, None, closed="left")],
     "gain_w": [Interval(Real, 0, None, closed="neither")],
@@ -357,7 +357,9 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         underconfident when ``sigma_v`` is large next to ``alpha``.  With False
         the training noise only shapes the learning and ``alpha`` alone widens
         the link, so tuning ``alpha`` (with ``sigma_v`` fixed) acts like
-        temperature scaling; training is the same either way.
+        temperature scaling; training is the same either way, except with
+        ``early_stopping=True``, whose validation log-loss (and so the epoch
+        kept) reads it.
     batch_size : int, default=10
     max_epochs : int, default=40
     gain_w : float > 0, default=1.0

@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, check_scalar
 
 from ._backend import asnumpy
-from .base import MAX_STD, MIN_STD, BaseBayesianRegressor, check_hidden_layer_sizes
+from .base import MAX_SCALE, MIN_SCALE, BaseBayesianRegressor, check_hidden_layer_sizes
 from .distributions import GaussianMixturePredictive
 from .inference.vbnn import cavi, predict, selection, svi
 from .inference.vbnn.shrinkage import FAMILIES, ShrinkagePrior
@@ -148,7 +148,7 @@ class VBNNRegressor(BaseBayesianRegressor):
         **BaseBayesianRegressor._parameter_constraints,
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "shrinkage": [StrOptions(set(FAMILIES))],
-        "temperature": [Interval(Real, MIN_STD, MAX_STD, closed="both")],
+        "temperature": [Interval(Real, MIN_SCALE, MAX_SCALE, closed="both")],
         "solver": [StrOptions({"cavi", "svi"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "forgetting_rate": [Interval(Real, 0.5, 1, closed="right")],
@@ -161,9 +161,9 @@ class VBNNRegressor(BaseBayesianRegressor):
         "ensemble_temperature": [Interval(Real, 0, None, closed="neither")],
         "em_global": ["boolean"],
         "init": [StrOptions({"laplace", "spike_slab"})],
-        "prior_scale": [Interval(Real, MIN_STD, MAX_STD, closed="both"), None],
-        "local_scale": [Interval(Real, MIN_STD, MAX_STD, closed="both")],
-        "bias_std": [Interval(Real, MIN_STD, MAX_STD, closed="both")],
+        "prior_scale": [Interval(Real, MIN_SCALE, MAX_SCALE, closed="both"), None],
+        "local_scale": [Interval(Real, MIN_SCALE, MAX_SCALE, closed="both")],
+        "bias_std": [Interval(Real, MIN_SCALE, MAX_SCALE, closed="both")],
         "noise_prior": ["array-like", None],
         "hidden_noise_prior": ["array-like"],
         "predict_max_iter": [Interval(Integral, 1, None, closed="left")],

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import BayesianRidge
 
 from skbayesnn import BayesianLinearRegressor
@@ -219,3 +220,39 @@ def test_linear_gaussian_strict_namespace(strict_xp, rng):
     ref = lg.predictive(lg.posterior(lg.LinearGaussianStats.from_data(X, y), 1.0, 2.0), X, 2.0)
     assert type(m).__name__ == "StrictArray"
     np.testing.assert_allclose(np.asarray(epi), ref[1], rtol=1e-12)
+
+
+def test_evidence_maximum_does_not_depend_on_the_batching():
+    # The polishing root-solve reached a gradient of 1e-13 but reported no
+    # success, and was thrown away: two batchings of the same data then gave
+    # prior precisions 4.1115268066 and 4.1115267078 (gradient 1.8e-7).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4)) * [1, 10, 0.1, 3] + [5, -3, 100, 0]
+    y = X @ [1.0, -0.2, 3.0, 0.0] + 7 + 0.5 * rng.normal(size=60)
+    a = BayesianLinearRegressor().partial_fit(X[:10], y[:10]).partial_fit(X[10:], y[10:])
+    b = BayesianLinearRegressor()
+    for rows in np.array_split(np.arange(60), 6):
+        b.partial_fit(X[rows], y[rows])
+    np.testing.assert_allclose([a.prior_precision_, a.noise_precision_],
+                               [b.prior_precision_, b.noise_precision_], rtol=1e-11)
+    grad = lg.log_evidence_grad(a.stats_, a.prior_precision_, a.noise_precision_)
+    assert np.max(np.abs(grad)) < 1e-10
+
+
+def test_precision_at_the_search_bound_warns_and_huge_ones_are_refused():
+    # Residuals of 1.5e-7 of y's scale: the evidence would want a noise
+    # precision above the search bound exp(30), so the value is the bound
+    # (noise sd 2.9e-7, twice the truth) and fit says so; a precision whose
+    # square overflows is refused.
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=200)
+    e = rng.normal(size=200)
+    e -= e.mean()
+    e -= (e @ z) / (z @ z) * z
+    y = z + 1.5e-7 * e / e.std()
+    with pytest.warns(ConvergenceWarning, match="search bound"):
+        reg = BayesianLinearRegressor().fit(z[:, None], y)
+    assert reg.noise_precision_ == pytest.approx(np.exp(30.0), rel=1e-12)
+    with pytest.raises(ValueError, match="noise_precision"):
+        BayesianLinearRegressor(noise_precision=1e155).fit(z[:, None], y)
+    BayesianLinearRegressor(noise_precision=1e150)._validate_params()  # the bound itself

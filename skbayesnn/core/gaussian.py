@@ -227,6 +227,8 @@ def gaussian_division(tau1, rho1, tau2, rho2, *, tol=0.0):
     """
     xp = array_namespace(tau1, rho1, tau2, rho2, tol)
     tau1, rho1, tau2, rho2 = _as_float(xp, tau1, rho1, tau2, rho2)
+    if bool(xp.any(xp.asarray(tol) < 0)):
+        raise ValueError("gaussian_division needs tol >= 0.")
     d_rho = rho1 - rho2
     d_tau = tau1 - tau2
     proper = d_rho > 0
@@ -576,20 +578,24 @@ def truncated_gaussian_moments(mean, var):
     mean, var = xp.asarray(mean, dtype=xp.float64), xp.asarray(var, dtype=xp.float64)
     sp = special(xp)
     std = xp.sqrt(var)
-    t = mean / std
+    with np.errstate(over="ignore"):  # |t| = inf: handled below
+        t = mean / std
     log_mass = sp.log_ndtr(t)
     far = t < -_TRUNC_ASYMPTOTIC
-    # The direct branch sees only t >= -_TRUNC_ASYMPTOTIC - 1 (no overflow).
-    t_d = xp.maximum(t, -_TRUNC_ASYMPTOTIC - 1.0)
+    # Beyond t = 40 the truncation removes less than Phi(-40) ~ 1e-350: nothing.
+    clear = t > 40.0
+    # The direct branch sees only -_TRUNC_ASYMPTOTIC - 1 <= t <= 40 (no overflow).
+    t_d = xp.clip(t, -_TRUNC_ASYMPTOTIC - 1.0, 40.0)
     lam = math.sqrt(2.0 / math.pi) / sp.erfcx(-t_d * (1.0 / math.sqrt(2.0)))
     # Mean: mean + std lam = std (t + lam), and t + lam > 0; for t << 0 both terms
-    # cancel, so use the series in 1/a^2 (a = -t) there.
-    a = xp.clip(-t, 1.0, 1e100)
-    ia2 = 1.0 / (a * a)
+    # cancel, so use the series in 1/a^2 (a = -t) there (a^2 may overflow: 1/a^2 = 0).
+    a = xp.maximum(-t, 1.0)
+    with np.errstate(over="ignore"):
+        ia2 = 1.0 / (a * a)
     t_plus_lam = xp.where(far, _horner(_TRUNC_MEAN_SERIES, ia2) / a, t_d + lam)
     factor = xp.where(far, ia2 * _horner(_TRUNC_VAR_SERIES, ia2), 1.0 - lam * (lam + t_d))
-    factor = xp.clip(factor, float(xp.finfo(dtype).tiny), 1.0)
-    out = (log_mass, std * t_plus_lam, var * factor)
+    factor = xp.where(clear, 1.0, xp.clip(factor, float(xp.finfo(dtype).tiny), 1.0))
+    out = (log_mass, xp.where(clear, mean, std * t_plus_lam), var * factor)
     if dtype == xp.float64:
         return out
     # rounding to a narrower type: a log mass below its range is -inf, as it should be

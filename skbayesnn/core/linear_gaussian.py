@@ -167,12 +167,19 @@ def log_evidence_grad(stats, prior_precision, noise_precision, *, spec=None):
     return lam * d_lam, alpha * d_alpha
 
 
+_LOG_BOUND = 30.0
+#: The search interval of :func:`maximize_evidence` is ``[1 / PRECISION_BOUND, PRECISION_BOUND]``.
+PRECISION_BOUND = math.exp(_LOG_BOUND)
+
+
 def maximize_evidence(stats, prior_precision=None, noise_precision=None, *, spec=None):
     """Type-II maximum likelihood of the precisions left as None.
 
     Maximises the exact :func:`log_evidence` over the logarithms of the free
     precisions with L-BFGS-B and the analytic gradient, reusing one
-    eigendecomposition, to a gradient norm of about 1e-10.
+    eigendecomposition, to a gradient norm of about 1e-10, within
+    ``[exp(-30), exp(30)]`` (``PRECISION_BOUND``: a result on the bound is
+    the bound, not a maximum).
 
     Returns
     -------
@@ -205,22 +212,27 @@ def maximize_evidence(stats, prior_precision=None, noise_precision=None, *, spec
         z0,
         jac=True,
         method="L-BFGS-B",
-        bounds=[(-30.0, 30.0)] * len(z0),
+        bounds=[(-_LOG_BOUND, _LOG_BOUND)] * len(z0),
         options=dict(ftol=0.0, gtol=1e-10, maxiter=500),
     )
     z = res.x
     # Polish: the evidence is flat near its maximum, so a line search stalls at a
     # gradient of ~1e-7; solving gradient = 0 directly pins the precisions down to
     # rounding, which makes batch and streaming fits agree to ~1e-12.
-    if all(-29.0 < v < 29.0 for v in z):
+    if all(abs(v) < _LOG_BOUND - 1.0 for v in z):
         from scipy.optimize import root
 
         def gradient(zz):
             g = log_evidence_grad(stats, *unpack(zz), spec=spec)
             return [gi for gi, f in zip(g, free) if f]
 
+        def worst(zz):
+            return max(abs(g) for g in gradient(zz))
+
+        # (root may report no success yet have reached a far smaller gradient)
         sol = root(gradient, z, method="hybr", tol=1e-14)
-        if sol.success and -objective(sol.x)[0] >= -res.fun - 1e-9 * abs(res.fun):
+        if (all(math.isfinite(v) for v in sol.x) and worst(sol.x) < worst(z)
+                and -objective(sol.x)[0] >= -res.fun - 1e-9 * abs(res.fun)):
             z = sol.x
     return tuple(unpack(z))
 

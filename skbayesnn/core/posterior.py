@@ -78,6 +78,11 @@ class GaussianMLPPosterior:
                     f"layer {l} expects {wm.shape[1]} inputs but layer {l - 1} has "
                     f"{self.weight_means[l - 1].shape[0]} outputs."
                 )
+            if 0 in wm.shape:
+                raise ValueError(f"layer {l} has no weights (shape {wm.shape}).")
+            xp = array_namespace(wv, bv)
+            if bool(xp.any(wv < 0)) or bool(xp.any(bv < 0)):
+                raise ValueError(f"layer {l}: weight and bias variances must be >= 0.")
         n_hidden = n_layers - 1
         if isinstance(self.activation, str):
             hidden = [self.activation] * n_hidden
@@ -149,6 +154,8 @@ class GaussianMLPPosterior:
         """
         from sklearn.utils import check_random_state
 
+        if len(layer_sizes) < 2 or any(int(n) < 1 for n in layer_sizes):
+            raise ValueError(f"layer_sizes must be >= 2 positive ints, got {layer_sizes!r}.")
         rs = check_random_state(random_state)
         wm, wv, bm, bv = [], [], [], []
         for n_in, n_out in zip(layer_sizes[:-1], layer_sizes[1:]):

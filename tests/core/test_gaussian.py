@@ -8,6 +8,7 @@ Monte Carlo comparisons use 5 standard errors (``assert_mc_close``), so each of
 the few dozen comparisons below fails by chance with probability about 6e-7.
 """
 
+import warnings
 import zlib
 
 import numpy as np
@@ -591,3 +592,29 @@ def test_truncated_gaussian_moments_against_scipy_and_extremes():
     with np.errstate(**_raise_fp):
         lm, tm, tv = truncated_gaussian_moments(np.array([-1e150, -1e5, 1e5, 1e150]), 1.0)
     assert np.all(np.isfinite(lm)) and np.all(tm >= 0) and np.all(tv > 0) and np.all(tv <= 1)
+
+
+def test_truncated_moments_where_mean_over_std_overflows():
+    # t = mean / std beyond float64: far above 0 the truncation removes
+    # nothing (it returned mean inf and variance NaN at t = 1e600); far below,
+    # the truncated mean is std / |t| (the series argument was capped at 1e100:
+    # 1e-100 instead of 1e-200).  No warning either way.
+    from skbayesnn.core.gaussian import truncated_gaussian_moments as tgm
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        log_mass, mean, var = tgm(np.array([1e300, 50.0]), np.array([1e-300, 1.0]))
+        np.testing.assert_array_equal(mean, [1e300, 50.0])
+        np.testing.assert_array_equal(var, [1e-300, 1.0])
+        np.testing.assert_array_equal(log_mass, [0.0, 0.0])
+        _, mean, var = tgm(np.array([-1e200, -1e300]), np.array([1.0, 1e-300]))
+    np.testing.assert_allclose(mean[0], 1e-200, rtol=1e-12)
+    assert mean[1] == 0.0 and np.all(var <= 1e-300) and np.all(var >= 0)
+
+
+def test_division_tolerance_must_be_non_negative():
+    from skbayesnn.core.gaussian import gaussian_division
+
+    assert not gaussian_division(1.0, 2.0, 0.0, 1.95, tol=0.1)[2]
+    with pytest.raises(ValueError, match="tol >= 0"):
+        gaussian_division(1.0, 2.0, 0.0, 1.95, tol=-0.1)

@@ -213,3 +213,17 @@ def test_propagate_strict_namespace(strict_xp, rng):
     assert type(p).__name__ == "StrictArray"
     mc_m, mc_v = monte_carlo_predictive(dev_post, asarray(X), n_samples=10, random_state=0)
     assert type(mc_m).__name__ == "StrictArray"
+
+
+def test_posterior_refuses_negative_variances_and_empty_layers():
+    # A negative weight variance made propagate's output variance negative
+    # (-8.87) and sample_weights NaN; a layer of 0 units divided by zero.
+    with pytest.raises(ValueError, match="variances must be >= 0"):
+        GaussianMLPPosterior.from_sizes([2, 3, 1], weight_var=-1.0)
+    post = GaussianMLPPosterior.from_sizes([2, 3, 1], random_state=0)
+    bad = [v.copy() for v in post.bias_vars]
+    bad[1][0] = -1e-3
+    with pytest.raises(ValueError, match="variances must be >= 0"):
+        GaussianMLPPosterior(post.weight_means, post.weight_vars, post.bias_means, bad)
+    with pytest.raises(ValueError, match="positive ints"):
+        GaussianMLPPosterior.from_sizes([3, 0, 1])

@@ -194,7 +194,7 @@ def _trunc_from_erfcx(t, e, with_log):
     q = 0.5 * t * t
     log_mass = math.log(scale) - q if with_log else 0.0
     if t < -_TRUNC_ASYMPTOTIC:  # the series of core.gaussian (the direct forms cancel)
-        a = min(max(-t, 1.0), 1e100)
+        a = max(-t, 1.0)  # (a * a may overflow: 1 / a^2 = 0, the limit)
         ia2 = 1.0 / (a * a)
         t_plus_lam = _horner(_TRUNC_MEAN_SERIES, ia2) / a
         factor = ia2 * _horner(_TRUNC_VAR_SERIES, ia2)
