@@ -287,7 +287,8 @@ class _BayesianEstimatorMixin:
         """Before a later ``partial_fit``: the network's parameters are unchanged."""
         now = self._structure()
         fitted = getattr(self, "_fitted_structure", now)
-        changed = [name for name in now if now[name] != fitted[name]]
+        # (a key the fitted model did not record cannot be compared)
+        changed = [name for name in now if now[name] != fitted.get(name, now[name])]
         if changed:
             raise ValueError(
                 "partial_fit continues the fitted network ("

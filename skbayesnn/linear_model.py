@@ -138,9 +138,11 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
         if fixed[1] is None and spec["t"] > 0 and exact:
             warnings.warn(
                 "The inputs reproduce the centred targets exactly (as when n_features >= "
-                "n_samples - 1), so the evidence has no maximum in the noise precision and "
-                "the fitted noise level is an arbitrary, far too small value; pass a numeric "
-                "noise_precision or more samples.",
+                "n_samples - 1), so the evidence has no maximum in the noise precision: the "
+                "fitted noise level is the search bound, a standard deviation of about 3e-7 "
+                "of the targets' (far too small for noisy targets that the inputs "
+                "interpolate, too large for nearly noise-free ones), not an estimate; pass a "
+                "numeric noise_precision or more samples.",
                 ConvergenceWarning,
                 stacklevel=4,
             )

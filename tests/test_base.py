@@ -666,3 +666,17 @@ def test_extreme_prior_parameters_are_refused_with_the_parameter_named(rng):
     for kw in (dict(prior_scale=1e-150), dict(local_scale=1e150), dict(temperature=1e-150),
                dict(bias_std=1e-150)):
         assert np.all(np.isfinite(VBNNRegressor(**kw, **vb).fit(X, y).predict(X)))
+
+
+def test_partial_fit_on_a_model_that_recorded_fewer_structure_parameters(rng):
+    # A model pickled by an earlier version recorded fewer (or no) network
+    # parameters: the ones it lacks cannot be compared, and partial_fit goes on.
+    X = rng.normal(size=(30, 2))
+    y = (X[:, 0] > 0).astype(int)
+    clf = MessagePassingClassifier((4,), batch_size=16, random_state=0)
+    clf.partial_fit(X, y, classes=[0, 1])
+    del clf._fitted_structure["likelihood"]
+    clf.partial_fit(X, y)
+    del clf._fitted_structure
+    clf.partial_fit(X, y)
+    assert clf.n_iter_ == 3

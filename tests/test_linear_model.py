@@ -256,3 +256,19 @@ def test_precision_at_the_search_bound_warns_and_huge_ones_are_refused():
     with pytest.raises(ValueError, match="noise_precision"):
         BayesianLinearRegressor(noise_precision=1e155).fit(z[:, None], y)
     BayesianLinearRegressor(noise_precision=1e150)._validate_params()  # the bound itself
+
+
+def test_precisions_stay_within_the_search_interval():
+    # Pure-noise targets: the evidence keeps rising as the prior precision
+    # grows (no signal), and the unbounded polishing root-solve ran past the
+    # bound exp(30) (to 1e18, and 4e22 elsewhere) when accepted for its
+    # smaller gradient.  The predictions do not care, the attribute does.
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        n, d = int(rng.integers(20, 200)), int(rng.integers(1, 8))
+        X, y = rng.normal(size=(n, d)), rng.normal(size=n)
+        for reg in (BayesianLinearRegressor().fit(X, y),
+                    BayesianLinearRegressor().partial_fit(X[: n // 2], y[: n // 2])
+                    .partial_fit(X[n // 2:], y[n // 2:])):
+            for value in (reg.prior_precision_, reg.noise_precision_):
+                assert np.exp(-30.0) * (1 - 1e-12) <= value <= np.exp(30.0) * (1 + 1e-12)

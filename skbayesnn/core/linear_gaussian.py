@@ -231,7 +231,8 @@ def maximize_evidence(stats, prior_precision=None, noise_precision=None, *, spec
 
         # (root may report no success yet have reached a far smaller gradient)
         sol = root(gradient, z, method="hybr", tol=1e-14)
-        if (all(math.isfinite(v) for v in sol.x) and worst(sol.x) < worst(z)
+        # (root is unbounded: along a flat direction it can run past the bounds)
+        if (all(abs(v) <= _LOG_BOUND for v in sol.x) and worst(sol.x) < worst(z)
                 and -objective(sol.x)[0] >= -res.fun - 1e-9 * abs(res.fun)):
             z = sol.x
     return tuple(unpack(z))
