@@ -618,6 +618,7 @@ def test_predictive_whose_total_variance_overflows_raises(rng):
     (["a", "b", 1], "classes: Mix of label input types"),
     ([0.5, 1.5], "classes: Unknown label type"),
 ])
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")  # sklearn's
 def test_partial_fit_validates_classes_as_labels(rng, make, classes, message):
     # classes=[0, 1, nan] made a phantom NaN class with its own probability,
     # ["a", "b", 1] a phantom class "1": classes are checked as y is.
