@@ -38,6 +38,10 @@ _EARLY_STOPPING_CONSTRAINTS = {
 }
 
 
+class _Diverged(ValueError):
+    """A pass left the posterior not finite (the posterior is restored)."""
+
+
 class _TAGIMixin:
     """Network construction and the epoch loop shared by the TAGI estimators."""
 
@@ -87,7 +91,14 @@ class _TAGIMixin:
             val, train = xp.asarray(perm[:n_val]), perm[n_val:]
             best_score, best = -np.inf, None
         for epoch, order in self._epochs(len(train), rng):
-            self._run_epoch(X, Y, train[order], xp, obs_mask=obs_mask)
+            try:
+                self._run_epoch(X, Y, train[order], xp, obs_mask=obs_mask)
+            except _Diverged:
+                if not (self.early_stopping and best is not None):
+                    raise
+                # early stopping keeps its best epoch, which a later diverging one cannot beat
+                self._log(f"epoch {epoch + 1} diverged: stopping", level=1)
+                break
             if not self.early_stopping:
                 self._log(f"epoch {epoch + 1}/{self.max_epochs}", level=2)
                 continue
@@ -147,7 +158,7 @@ class _TAGIMixin:
         )
         if not self.posterior_.is_finite():
             self.posterior_ = before
-            raise ValueError(
+            raise _Diverged(
                 f"{type(self).__name__} training diverged: the weight posterior is not "
                 "finite after a pass over the data.  The updates overflow with inputs "
                 "far outside the training scale (partial_fit standardises every batch as "

@@ -426,3 +426,31 @@ def test_prior_weight_variance_follows_init(init, monkeypatch):
     X = np.random.default_rng(1).normal(size=(30, 2))
     TAGIRegressor((4,), max_epochs=1, init=init).fit(X, X[:, 0])
     assert seen == [init]
+
+
+def test_early_stopping_keeps_its_best_epoch_when_a_later_one_diverges(monkeypatch):
+    # A pass that leaves the posterior not finite raises (the posterior as it
+    # was); with early stopping and a finite best epoch already kept, fit
+    # stops there instead of failing.  Without early stopping it raises.
+    from skbayesnn.inference import tagi as tagi_inference
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=120)
+    run, calls = tagi_inference.run_epoch, []
+
+    def third_diverges(posterior, *args, **kwargs):
+        calls.append(1)
+        out = run(posterior, *args, **kwargs)
+        if len(calls) == 3:
+            posterior.weight_means[0] = posterior.weight_means[0] * np.nan
+        return out
+
+    monkeypatch.setattr(tagi_inference, "run_epoch", third_diverges)
+    kw = dict(hidden_layer_sizes=(8,), max_epochs=6, random_state=0)
+    reg = TAGIRegressor(early_stopping=True, n_iter_no_change=5, **kw).fit(X, y)
+    assert reg.n_iter_ == 3 and reg.best_epoch_ <= 2 and len(reg.validation_scores_) == 2
+    assert reg.posterior_.is_finite()
+    calls.clear()
+    with pytest.raises(ValueError, match="training diverged"):
+        TAGIRegressor(**kw).fit(X, y)
