@@ -236,7 +236,6 @@ class _BayesianEstimatorMixin:
         """Resolve the device, learn the input scaling, seed the generator; returns
         the namespace.  Called by ``fit`` and by the first ``partial_fit``."""
         self.device_ = resolve_device(self.device)
-        self._fitted_structure = self._structure()
         # Estimators without a ``max_abs_z`` parameter use plain standardisation.
         self.x_scaler_ = fit_input_scaler(X, getattr(self, "max_abs_z", None))
         self._rng = self._make_rng()
@@ -269,33 +268,30 @@ class _BayesianEstimatorMixin:
                     self.__dict__[name] = _to_namespace(self.__dict__[name], xp)
 
     #: Private attributes that fitting sets besides the ``name_`` ones.
-    _fitted_private = ("_rng", "_y_ndim", "_fitted_structure")
+    _fitted_private = ("_rng", "_y_ndim")
 
-    #: Parameters that shape the network built by ``fit`` or the first
-    #: ``partial_fit``: a later ``partial_fit`` refuses to continue once one
-    #: of them has changed (it would otherwise be silently ignored).
-    _structure_params: tuple = ()
+    def _network_structure(self, fitted):
+        """The parameters that shape the network built by ``fit`` or the first
+        ``partial_fit``, as a dict: as the parameters ask now (``fitted=False``)
+        or as the fitted model has them, read off its state (``True``).  An
+        estimator that continues training overrides it; ``{}``: nothing to
+        compare."""
+        return {}
 
-    def _structure(self):
-        return {
-            name: (check_hidden_layer_sizes(value) if name == "hidden_layer_sizes" else value)
-            for name in self._structure_params
-            for value in [getattr(self, name)]
-        }
-
-    def _check_structure(self):
-        """Before a later ``partial_fit``: the network's parameters are unchanged."""
-        now = self._structure()
-        fitted = getattr(self, "_fitted_structure", now)
-        # (a key the fitted model did not record cannot be compared)
-        changed = [name for name in now if now[name] != fitted.get(name, now[name])]
+    def _check_structure(self, action="partial_fit", remedy="call fit to start a new one"):
+        """Before training continues (a later ``partial_fit``, a warm start): the
+        network's parameters are those of the fitted model (a change could not
+        take effect, and would otherwise be silently ignored)."""
+        now = self._network_structure(fitted=False)
+        fitted = self._network_structure(fitted=True)
+        changed = [name for name in now if now[name] != fitted[name]]
         if changed:
             raise ValueError(
-                "partial_fit continues the fitted network ("
+                f"{action} continues the fitted network ("
                 + ", ".join(f"{name}={fitted[name]!r}" for name in changed)
                 + "), but the parameters now ask for "
                 + ", ".join(f"{name}={now[name]!r}" for name in changed)
-                + "; call fit to start a new one."
+                + f"; {remedy}."
             )
 
     def _clear_fitted(self):

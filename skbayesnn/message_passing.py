@@ -32,11 +32,16 @@ __all__ = ["MessagePassingRegressor", "MessagePassingClassifier"]
 class _MessagePassingMixin:
     """Training loop shared by the regressor and the classifier."""
 
-    _structure_params = ("hidden_layer_sizes", "activation", "negative_slope")
-
-    def _structure(self):
-        # the slope that the units use (none for "relu", whatever negative_slope says)
-        return {**super()._structure(), "negative_slope": self._alpha()}
+    def _network_structure(self, fitted):
+        # The units' slope says the activation too ("relu" is the LeakyReLU of
+        # slope 0, whatever negative_slope says).
+        if fitted:
+            sizes, alpha = list(self.state_.sizes[1:-1]), self.state_.alpha
+        else:
+            sizes, alpha = check_hidden_layer_sizes(self.hidden_layer_sizes), self._alpha()
+        return {"hidden_layer_sizes": sizes,
+                "activation": "relu" if alpha == 0.0 else "leaky_relu",
+                "negative_slope": alpha}
 
     _common_constraints: dict = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
@@ -479,7 +484,9 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
     """
     )
 
-    _structure_params = (*_MessagePassingMixin._structure_params, "likelihood")
+    def _network_structure(self, fitted):
+        likelihood = self.likelihood_ if fitted else self.likelihood
+        return {**super()._network_structure(fitted), "likelihood": likelihood}
 
     _parameter_constraints: dict = {
         **BaseBayesianClassifier._parameter_constraints,

@@ -176,7 +176,6 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     }
 
     _device_attributes = ("state_",)
-    _structure_params = ("hidden_layer_sizes", "fit_bias", "spike_and_slab")
 
     def __init__(
         self,
@@ -239,21 +238,18 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         if "state_" in self.__dict__ and "spike_and_slab_" not in self.__dict__:
             self.spike_and_slab_ = bool(self.spike_and_slab)
 
+    def _network_structure(self, fitted):
+        if fitted:
+            return {"hidden_layer_sizes": self.state_.layer_sizes[1:-1],
+                    "fit_bias": self.state_.bias, "spike_and_slab": self.spike_and_slab_}
+        return {"hidden_layer_sizes": check_hidden_layer_sizes(self.hidden_layer_sizes),
+                "fit_bias": bool(self.fit_bias), "spike_and_slab": bool(self.spike_and_slab)}
+
     def _check_warm_start(self):
-        """A continued fit keeps the fitted network: refuse a changed shape."""
+        """A continued fit keeps the fitted network: refuse a changed one."""
         _check_gamma_prior(self.prior, "prior")
         _check_gamma_prior(self.noise_prior, "noise_prior")
-        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
-        fitted = self.state_.layer_sizes[1:-1]
-        if (hidden != fitted or bool(self.fit_bias) != self.state_.bias
-                or bool(self.spike_and_slab) != self.spike_and_slab_):
-            raise ValueError(
-                f"warm_start continues the fitted network (hidden_layer_sizes={fitted}, "
-                f"fit_bias={self.state_.bias}, spike_and_slab={self.spike_and_slab_}), but "
-                f"the parameters now ask for hidden_layer_sizes={hidden}, "
-                f"fit_bias={bool(self.fit_bias)}, spike_and_slab={bool(self.spike_and_slab)}; "
-                "set warm_start=False to fit a new one."
-            )
+        self._check_structure("warm_start", "set warm_start=False to fit a new one")
 
     def _init_online(self, n_features, n_outputs, xp, rng):
         self.spike_and_slab_ = bool(self.spike_and_slab)

@@ -46,7 +46,13 @@ class _TAGIMixin:
     """Network construction and the epoch loop shared by the TAGI estimators."""
 
     _device_attributes = ("posterior_",)
-    _structure_params = ("hidden_layer_sizes", "activation")
+
+    def _network_structure(self, fitted):
+        if fitted:
+            return {"hidden_layer_sizes": self.posterior_.layer_sizes[1:-1],
+                    "activation": self.posterior_.hidden_activations}
+        sizes = check_hidden_layer_sizes(self.hidden_layer_sizes)
+        return {"hidden_layer_sizes": sizes, "activation": [self.activation] * len(sizes)}
 
     def _init_online(self, n_features, n_outputs, xp, rng):
         sizes = [n_features, *check_hidden_layer_sizes(self.hidden_layer_sizes), n_outputs]

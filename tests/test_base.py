@@ -669,15 +669,19 @@ def test_extreme_prior_parameters_are_refused_with_the_parameter_named(rng):
         assert np.all(np.isfinite(VBNNRegressor(**kw, **vb).fit(X, y).predict(X)))
 
 
-def test_partial_fit_on_a_model_that_recorded_fewer_structure_parameters(rng):
-    # A model pickled by an earlier version recorded fewer (or no) network
-    # parameters: the ones it lacks cannot be compared, and partial_fit goes on.
+def test_partial_fit_compares_the_network_read_off_the_fitted_state(rng):
+    # The fitted side comes from the model's state (layer sizes, the units'
+    # slope, the likelihood), nothing recorded at fit, so it also guards
+    # models pickled before the check existed; a LeakyReLU of slope 0 is relu.
+    import pickle
+
     X = rng.normal(size=(30, 2))
     y = (X[:, 0] > 0).astype(int)
-    clf = MessagePassingClassifier((4,), batch_size=16, random_state=0)
+    clf = MessagePassingClassifier((4,), negative_slope=0.0, batch_size=16, random_state=0)
     clf.partial_fit(X, y, classes=[0, 1])
-    del clf._fitted_structure["likelihood"]
-    clf.partial_fit(X, y)
-    del clf._fitted_structure
-    clf.partial_fit(X, y)
-    assert clf.n_iter_ == 3
+    clf.set_params(activation="relu").partial_fit(X, y)  # the same network
+    clf = pickle.loads(pickle.dumps(clf.set_params(activation="leaky_relu", negative_slope=0.1)))
+    with pytest.raises(ValueError, match=r"\(activation='relu', negative_slope=0\.0\), but the "
+                       r"parameters now ask for activation='leaky_relu', negative_slope=0\.1"):
+        clf.partial_fit(X, y)
+    assert clf.n_iter_ == 2
