@@ -204,19 +204,27 @@ class _BayesianEstimatorMixin:
         if bad.any():
             z = float(np.max(np.abs(asnumpy(X_scaled)[bad])))
             if z <= 10.0:  # not the inputs: the fitted model itself
-                raise ValueError(
-                    f"{type(self).__name__} cannot predict {int(bad.sum())} of {bad.size} rows "
-                    f"of X: the predictive distribution overflows there although their inputs "
-                    f"lie within {z:.3g} training standard deviations of the training mean. "
-                    "The fitted model's moments are too large for float64: check its prior and "
-                    "initialisation parameters"
-                    + (", or rescale y." if hasattr(self, "y_scaler_") else ".")
-                )
+                why = (f"although their inputs lie within {z:.3g} training standard deviations "
+                       "of the training mean. The fitted model's moments are too large for "
+                       "float64: check its prior and initialisation parameters")
+            else:
+                why = (f"(their inputs reach {z:.3g} training standard deviations from the "
+                       "training mean). Rescale or clip X")
             raise ValueError(
                 f"{type(self).__name__} cannot predict {int(bad.sum())} of {bad.size} rows of "
-                f"X: the predictive distribution overflows there (their inputs reach {z:.3g} "
-                "training standard deviations from the training mean). Rescale or clip X"
+                f"X: the predictive distribution overflows there {why}"
                 + (", or rescale y." if hasattr(self, "y_scaler_") else ".")
+            )
+
+    def _check_predicts_training_rows(self, moments, advice):
+        """After training: a finite posterior can still overflow its own forward
+        pass (a huge initial weight scale or prior variance), and then it
+        cannot predict even the training rows.  ``moments``: its predictive
+        arrays on some training rows (computed with overflow warnings off)."""
+        if not all(bool(np.all(np.isfinite(asnumpy(a)))) for a in moments):
+            raise ValueError(
+                f"{type(self).__name__} training diverged: the fitted network's predictive "
+                f"overflows on the training inputs.  {advice}"
             )
 
     def _namespace(self):

@@ -283,17 +283,11 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         for _ in range(self.max_epochs):
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             self._run_epoch(X, Y, order, xp)
-        # A finite posterior can still overflow its own forward pass (a prior
-        # variance near 1e100 with three layers): then it cannot predict even
-        # the training rows.
-        with np.errstate(over="ignore", invalid="ignore"):
-            mean, var, _ = self._predict_moments_scaled(X[:1000], xp)
-        if not bool(xp.all(xp.isfinite(mean)) and xp.all(xp.isfinite(var))):
-            raise ValueError(
-                f"{type(self).__name__} training diverged: the fitted network's predictive "
-                f"overflows on the training inputs.  Check prior={self.prior!r} (its mean "
-                "variance rate / (shape - 1) sets the weights' scale)."
-            )
+        with np.errstate(over="ignore", invalid="ignore"):  # (a prior variance near 1e100)
+            moments = self._predict_moments_scaled(X[:1000], xp)[:2]
+        self._check_predicts_training_rows(
+            moments, f"Check prior={self.prior!r} (its mean variance rate / (shape - 1) sets "
+            "the weights' scale).")
         self._log(
             f"trained {self.n_iter_} epochs; noise variance {self.noise_variance_:.4g}; "
             f"{self.n_rejected_} weight updates rejected"

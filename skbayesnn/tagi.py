@@ -132,15 +132,9 @@ class _TAGIMixin:
             self.posterior_ = best
         else:
             self.best_epoch_ = self.n_iter_
-        # A finite posterior can still overflow its own forward pass (e.g. with
-        # a huge gain_w): then it cannot predict even the training rows.
         with np.errstate(over="ignore", invalid="ignore"):
-            z_mean, z_var = tagi.forward(self.posterior_, X[train[:1000]])
-        if not bool(xp.all(xp.isfinite(z_mean)) and xp.all(xp.isfinite(z_var))):
-            raise ValueError(
-                f"{type(self).__name__} training diverged: the fitted network's predictive "
-                "overflows on the training inputs.  Reduce gain_w / gain_b or increase sigma_v."
-            )
+            moments = tagi.forward(self.posterior_, X[train[:1000]])
+        self._check_predicts_training_rows(moments, "Reduce gain_w / gain_b or increase sigma_v.")
         self._log(
             f"trained {self.n_iter_} epochs (kept {self.best_epoch_}); "
             f"{self.n_combined_} parameter updates combined in information form; "
