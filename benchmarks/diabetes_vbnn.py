@@ -24,6 +24,8 @@ from threadpoolctl import threadpool_limits
 from skbayesnn import VBNNRegressor
 from skbayesnn.metrics import coverage, nlpd
 
+from _uci_cli import positive_int
+
 
 def run_split(split, fdr):
     X, y = load_diabetes(return_X_y=True)
@@ -52,7 +54,7 @@ def run_split(split, fdr):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--splits", type=int, default=10)
+    parser.add_argument("--splits", type=positive_int, default=10)
     parser.add_argument("--fdr", type=float, default=0.01)
     parser.add_argument("--n-jobs", type=int, default=2)
     args = parser.parse_args()

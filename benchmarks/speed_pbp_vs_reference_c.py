@@ -76,6 +76,8 @@ from skbayesnn.datasets import load_uci  # noqa: E402
 
 from skbayesnn import PBPRegressor  # noqa: E402
 
+from _uci_cli import add_data_home, data_home  # noqa: E402
+
 HIDDEN, EPOCHS = 50, 40
 
 
@@ -135,13 +137,13 @@ def run_ours(d, seed, epochs=EPOCHS):
 
 def main():
     parser = argparse.ArgumentParser(description="PBPRegressor vs the HIPS C PBP: fit time")
-    default_home = Path(__file__).resolve().parents[1].parent / "shared" / "uci"
-    parser.add_argument("--data-home", default=str(default_home))
+    add_data_home(parser)
     parser.add_argument("--datasets", nargs="*", default=["bostonHousing", "concrete", "kin8nm"])
     parser.add_argument("--splits", nargs="*", type=int, default=[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--reference-path", default="~/peers/pbp_c")
     args = parser.parse_args()
+    args.data_home = data_home(parser, args)
     ref = import_reference(args.reference_path)
     print(f"ours: skbayesnn {skbayesnn.__version__} from {Path(skbayesnn.__file__).parent}")
     print(f"reference: {Path(ref.__file__).parent}")

@@ -19,13 +19,14 @@ that the two learn the same thing, then the time of the process's first fit
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from skbayesnn import TAGIRegressor
 from skbayesnn.datasets import load_uci
+
+from _uci_cli import add_data_home, data_home
 
 
 def fit_pytagi(X, y, epochs, batch_size, sigma_v, seed):
@@ -70,12 +71,12 @@ def predict_pytagi(net, X, batch_size):
 
 def main():
     parser = argparse.ArgumentParser(description="TAGIRegressor vs pytagi fit time")
-    default_home = Path(__file__).resolve().parents[1].parent / "shared" / "uci"
-    parser.add_argument("--data-home", default=str(default_home))
+    add_data_home(parser)
     parser.add_argument("--datasets", nargs="*", default=["bostonHousing", "concrete", "kin8nm"])
     parser.add_argument("--split", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    args.data_home = data_home(parser, args)
     cols = f"{'ours s':>9}{'pytagi s':>10}{'ratio':>8}{'ours RMSE':>11}{'pytagi RMSE':>13}"
     print(f"{'dataset':<16}{cols}")
     first_fit = None

@@ -74,6 +74,8 @@ from scipy.stats import norm  # noqa: E402
 import skbayesnn  # noqa: E402
 from skbayesnn.datasets import load_uci  # noqa: E402
 
+from _uci_cli import add_data_home, data_home  # noqa: E402
+
 try:
     from skbayesnn import VBNNRegressor  # noqa: E402
 except ImportError:  # not written yet
@@ -149,8 +151,7 @@ def _fmt(res):
 
 def main():
     parser = argparse.ArgumentParser(description="VBNNRegressor vs the authors' VBNN")
-    default_home = Path(__file__).resolve().parents[1].parent / "shared" / "uci"
-    parser.add_argument("--data-home", default=str(default_home))
+    add_data_home(parser)
     parser.add_argument("--datasets", nargs="*",
                         default=["bostonHousing", "concrete", "energy", "yacht"])
     parser.add_argument("--splits", nargs="*", type=int, default=[0, 1, 2])
@@ -161,6 +162,7 @@ def main():
                         help="max CAVI epochs of the reference (its default: 100)")
     parser.add_argument("--reference-only", action="store_true")
     args = parser.parse_args()
+    args.data_home = data_home(parser, args)
 
     ref = import_reference(args.reference_dir)
     ref_kw = {}

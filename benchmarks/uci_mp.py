@@ -47,7 +47,6 @@ epoch (the work is per example) and give 8x the visits.
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -55,8 +54,10 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold, cross_validate
 
 from skbayesnn import MessagePassingRegressor
-from skbayesnn.datasets import available_uci_datasets, load_uci, uci_n_splits
+from skbayesnn.datasets import load_uci, uci_n_splits
 from skbayesnn.metrics import neg_nlpd_scorer, nlpd
+
+from _uci_cli import add_data_home, data_home, dataset_names, positive_int
 
 # This library's PBP and TAGI rows from README.md: (RMSE, LL).
 PBP = {
@@ -154,10 +155,10 @@ def run_split(
 
 def main():
     parser = argparse.ArgumentParser(description="Message passing on the UCI benchmark splits")
-    default_home = Path(__file__).resolve().parents[1].parent / "shared" / "uci"
-    parser.add_argument("--data-home", default=str(default_home))
+    add_data_home(parser)
     parser.add_argument("--datasets", nargs="*", default=None)
-    parser.add_argument("--splits", type=int, default=None, help="first K splits (default: all)")
+    parser.add_argument("--splits", type=positive_int, default=None,
+                        help="first K splits (default: all)")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--epochs-large", type=int, default=10)
@@ -174,15 +175,16 @@ def main():
                         "chosen by CV RMSE and this by CV NLPD")
     parser.add_argument("--cv", type=int, default=3)
     args = parser.parse_args()
+    args.data_home = data_home(parser, args)
     if args.tune_predictive_noise and not args.tune_noise:
         parser.error("--tune-predictive-noise needs --tune-noise")
-    names = args.datasets or available_uci_datasets(args.data_home)
+    names = dataset_names(parser, args, args.data_home)
     MessagePassingRegressor((4,), max_epochs=1).fit(np.ones((8, 2)), np.arange(8.0))  # compile
     print(f"{'dataset':<17}{'epochs':>6}{'RMSE':>16}{'PBP':>7}{'TAGI':>7}{'met':>5}"
           f"{'LL':>16}{'PBP':>7}{'TAGI':>7}{'s/split':>9}")
     for name in names:
         n = uci_n_splits(name, data_home=args.data_home)
-        n = min(n, args.splits) if args.splits else n
+        n = min(n, args.splits) if args.splits is not None else n
         rows = load_uci(name, 0, data_home=args.data_home).X_train.shape[0]
         epochs = args.epochs_large if rows > args.large else args.epochs
         res = Parallel(n_jobs=args.n_jobs)(

@@ -27,14 +27,15 @@ probability ``1 - prod_j (1 - Phi_j)`` over 50 units is ~1); ``--hidden 10 10``
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
 
 from skbayesnn import PBPRegressor
-from skbayesnn.datasets import available_uci_datasets, load_uci, uci_n_splits
+from skbayesnn.datasets import load_uci, uci_n_splits
 from skbayesnn.metrics import coverage, nlpd
+
+from _uci_cli import add_data_home, data_home, dataset_names, positive_int
 
 # The PBP paper's test RMSE and log-likelihood (means over 20 splits), as the PBP
 # issue quotes them.
@@ -73,24 +74,25 @@ def run_split(name, split, data_home, variant, hidden):
 
 def main():
     parser = argparse.ArgumentParser(description="PBP on the UCI benchmark splits")
-    default_home = Path(__file__).resolve().parents[1].parent / "shared" / "uci"
-    parser.add_argument("--data-home", default=str(default_home))
+    add_data_home(parser)
     parser.add_argument("--datasets", nargs="*", default=None)
-    parser.add_argument("--splits", type=int, default=None, help="first K splits (default: all)")
+    parser.add_argument("--splits", type=positive_int, default=None,
+                        help="first K splits (default: all)")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--variants", nargs="+", default=["pbp"], choices=sorted(VARIANTS))
     parser.add_argument(
         "--hidden", type=int, nargs="+", default=None, help="hidden layers (default: n_hidden.txt)"
     )
     args = parser.parse_args()
-    names = args.datasets or available_uci_datasets(args.data_home)
+    args.data_home = data_home(parser, args)
+    names = dataset_names(parser, args, args.data_home)
     print(
         f"{'dataset':<16}{'variant':<14}{'RMSE':>14}{'paper':>7}{'LL':>16}{'paper':>7}"
         f"{'cov95':>7}{'med s':>9}{'rejected':>9}"
     )
     for name in names:
         n = uci_n_splits(name, data_home=args.data_home)
-        n = min(n, args.splits) if args.splits else n
+        n = min(n, args.splits) if args.splits is not None else n
         for variant in args.variants:
             res = Parallel(n_jobs=args.n_jobs)(
                 delayed(run_split)(name, k, args.data_home, variant, args.hidden)

@@ -17,15 +17,16 @@ median chosen hyperparameters.
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.model_selection import GridSearchCV
 
 from skbayesnn import TAGIRegressor
-from skbayesnn.datasets import available_uci_datasets, load_uci, uci_n_splits
+from skbayesnn.datasets import load_uci, uci_n_splits
 from skbayesnn.metrics import nlpd, neg_nlpd_scorer
+
+from _uci_cli import add_data_home, data_home, dataset_names, positive_int
 
 # TAGI paper, Table 1 (tagi.md §12.2): (RMSE, RMSE sd, LL, LL sd) over 20 folds.
 PAPER = {
@@ -67,10 +68,10 @@ def run_split(name, split, data_home, cv, gain_w, gain_b):
 
 def main():
     parser = argparse.ArgumentParser(description="TAGI on the UCI benchmark splits")
-    default_home = Path(__file__).resolve().parents[1].parent / "shared" / "uci"
-    parser.add_argument("--data-home", default=str(default_home))
+    add_data_home(parser)
     parser.add_argument("--datasets", nargs="*", default=None)
-    parser.add_argument("--splits", type=int, default=None, help="first K splits (default: all)")
+    parser.add_argument("--splits", type=positive_int, default=None,
+                        help="first K splits (default: all)")
     parser.add_argument("--cv", type=int, default=5)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument(
@@ -90,7 +91,8 @@ def main():
         "pytagi uses 1/fan-in)",
     )
     args = parser.parse_args()
-    names = args.datasets or available_uci_datasets(args.data_home)
+    args.data_home = data_home(parser, args)
+    names = dataset_names(parser, args, args.data_home)
     head = ["RMSE", "paper", "LL", "paper"]
     print(
         f"{'dataset':<16}"
@@ -99,7 +101,7 @@ def main():
     )
     for name in names:
         n = uci_n_splits(name, data_home=args.data_home)
-        n = min(n, args.splits) if args.splits else n
+        n = min(n, args.splits) if args.splits is not None else n
         res = Parallel(n_jobs=args.n_jobs)(
             delayed(run_split)(name, k, args.data_home, args.cv, args.gain_w, args.gain_b)
             for k in range(n)

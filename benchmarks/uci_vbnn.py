@@ -21,7 +21,6 @@ the 20 standard splits of the UCI benchmark are used.
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -30,6 +29,8 @@ from threadpoolctl import threadpool_limits
 from skbayesnn import VBNNRegressor
 from skbayesnn.datasets import load_uci, uci_n_splits
 from skbayesnn.metrics import coverage, nlpd
+
+from _uci_cli import add_data_home, data_home, positive_int
 
 # Paper Table 4 (vbnn.md §14.5): mean test RMSE and NLL.
 PAPER = {
@@ -73,22 +74,23 @@ def run_split(name, split, data_home, variant):
 
 def main():
     parser = argparse.ArgumentParser(description="VBNN on the UCI benchmark splits")
-    default_home = Path(__file__).resolve().parents[1].parent / "shared" / "uci"
-    parser.add_argument("--data-home", default=str(default_home))
+    add_data_home(parser)
     parser.add_argument(
         "--datasets", nargs="*", default=["bostonHousing", "concrete", "energy", "yacht"]
     )
-    parser.add_argument("--splits", type=int, default=None, help="first K splits (default: all)")
+    parser.add_argument("--splits", type=positive_int, default=None,
+                        help="first K splits (default: all)")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--variants", nargs="+", default=["vbnn"], choices=sorted(VARIANTS))
     args = parser.parse_args()
+    args.data_home = data_home(parser, args)
     print(
         f"{'dataset':<15}{'variant':<8}{'RMSE':>14}{'paper':>7}{'NLL':>15}{'paper':>7}"
         f"{'cov95':>14}{'med s':>8}"
     )
     for name in args.datasets:
         n = uci_n_splits(name, data_home=args.data_home)
-        n = min(n, args.splits) if args.splits else n
+        n = min(n, args.splits) if args.splits is not None else n
         for variant in args.variants:
             res = Parallel(n_jobs=args.n_jobs)(
                 delayed(run_split)(name, k, args.data_home, variant) for k in range(n)

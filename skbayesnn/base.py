@@ -14,7 +14,11 @@ implements the hooks that take and return *standardised* arrays:
     Return ``(mean, epistemic_var, aleatoric_var)``, each of shape
     ``(n_samples, n_outputs)``.
 
-``Y`` is always 2-D inside the hooks; single-output predictions are raveled back.
+``Y`` is always 2-D inside the hooks; predictions come back with ``y``'s own
+dimensions: ``(n_samples,)`` for a 1-D ``y``, ``(n_samples, n_outputs)`` for a
+2-D one, also with one column (as ``LinearRegression`` does).  A single-output
+estimator ravels a column ``y`` with sklearn's ``DataConversionWarning``, as
+``BayesianRidge`` does.
 """
 
 from __future__ import annotations
@@ -64,6 +68,13 @@ def _to_namespace(value, xp):
     return value
 
 
+def _comparable(value):
+    """A parameter's value in a form that ``==`` compares (array-likes as lists)."""
+    if isinstance(value, (list, tuple)) or hasattr(value, "__array__"):
+        return np.asarray(value).tolist()
+    return value
+
+
 def fit_input_scaler(X, max_abs_z=None):
     """A ``StandardScaler`` fitted on ``X``, optionally with floored scales.
 
@@ -90,6 +101,24 @@ def _fit_standard_scaler(values, name):
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         scaler = StandardScaler().fit(values)
     _check_scaling(scaler, name, values)
+    return scaler
+
+
+def _fit_target_scaler(Y):
+    """The ``StandardScaler`` of the regression targets, with a warning for a
+    constant column: it gets scale 1, so that parameters stated in standardised
+    units (noise levels, priors) act in the target's own units."""
+    scaler = _fit_standard_scaler(Y, "y")
+    constant = np.flatnonzero(scaler.var_ == 0)
+    if constant.size:
+        warnings.warn(
+            f"y is constant (column(s) {constant.tolist()}) in the data that sets its "
+            "scaling, so its scale is taken as 1: parameters stated in standardised "
+            "units (noise levels, priors) then act in y's own units.  With "
+            "partial_fit, make the first batch representative.",
+            UserWarning,
+            stacklevel=4,
+        )
     return scaler
 
 
@@ -153,6 +182,12 @@ class _BayesianEstimatorMixin:
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
+
+    #: Parameters read only when the model is created (by ``fit`` or the first
+    #: ``partial_fit``): priors, initial scales, the input scaling.  Their values
+    #: then are recorded, and a later ``partial_fit`` refuses a change, which
+    #: could not take effect (:meth:`_check_structure`).
+    _creation_params: tuple = ()
 
     #: Fitted attributes that live on the compute device (NumPy or CuPy arrays);
     #: pickling copies them to the host and loading moves them back (if a GPU is
@@ -246,6 +281,8 @@ class _BayesianEstimatorMixin:
         self.device_ = resolve_device(self.device)
         # Estimators without a ``max_abs_z`` parameter use plain standardisation.
         self.x_scaler_ = fit_input_scaler(X, getattr(self, "max_abs_z", None))
+        self._creation_values = {name: _comparable(getattr(self, name))
+                                 for name in self._creation_params}
         self._rng = self._make_rng()
         return get_namespace(self.device_)
 
@@ -276,7 +313,7 @@ class _BayesianEstimatorMixin:
                     self.__dict__[name] = _to_namespace(self.__dict__[name], xp)
 
     #: Private attributes that fitting sets besides the ``name_`` ones.
-    _fitted_private = ("_rng", "_y_ndim")
+    _fitted_private = ("_rng", "_y_ndim", "_creation_values")
 
     def _network_structure(self, fitted):
         """The parameters that shape the network built by ``fit`` or the first
@@ -288,14 +325,19 @@ class _BayesianEstimatorMixin:
 
     def _check_structure(self, action="partial_fit", remedy="call fit to start a new one"):
         """Before training continues (a later ``partial_fit``, a warm start): the
-        network's parameters are those of the fitted model (a change could not
-        take effect, and would otherwise be silently ignored)."""
+        network's parameters, and those of :attr:`_creation_params`, are those
+        of the fitted model (a change could not take effect, and would
+        otherwise be silently ignored)."""
         now = self._network_structure(fitted=False)
         fitted = self._network_structure(fitted=True)
+        # (not recorded in models pickled before the record existed)
+        created = self.__dict__.get("_creation_values", {})
+        now.update({name: _comparable(getattr(self, name)) for name in created})
+        fitted.update(created)
         changed = [name for name in now if now[name] != fitted[name]]
         if changed:
             raise ValueError(
-                f"{action} continues the fitted network ("
+                f"{action} continues the fitted model ("
                 + ", ".join(f"{name}={fitted[name]!r}" for name in changed)
                 + "), but the parameters now ask for "
                 + ", ".join(f"{name}={now[name]!r}" for name in changed)
@@ -395,7 +437,7 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         try:
             X, Y = self._validate_training_data(X, y, reset=True, min_samples=2)
             xp = self._start(X)
-            self.y_scaler_ = _fit_standard_scaler(Y, "y")
+            self.y_scaler_ = _fit_target_scaler(Y)
             self._fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
         except Exception:
             self._clear_fitted()  # no half-fitted model that partial_fit would extend
@@ -415,7 +457,9 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         dist : NormalPredictive
             Mean, variance and, separately, its ``epistemic_var`` (model
             uncertainty) and ``aleatoric_var`` (observation noise) parts; shapes
-            ``(n_samples,)`` for one output, ``(n_samples, n_outputs)`` otherwise.
+            ``(n_samples,)`` for a 1-D ``y`` in ``fit``, ``(n_samples,
+            n_outputs)`` for a 2-D one (also with one column) where the
+            estimator takes several outputs.
         """
         X, xp = self._scaled_input(X)
         with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a clear error
@@ -450,6 +494,8 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         Returns
         -------
         y_mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            1-D for a 1-D ``y`` in ``fit``, 2-D for a 2-D one (also with one
+            column) where the estimator takes several outputs.
         y_std : ndarray of the same shape
             Only when ``return_std=True``.
         """
@@ -500,7 +546,7 @@ class PartialFitMixin:
             X, Y = self._validate_training_data(X, y, reset=first, min_samples=1)
             if first:
                 xp = self._start(X)
-                self.y_scaler_ = _fit_standard_scaler(Y, "y")
+                self.y_scaler_ = _fit_target_scaler(Y)
                 self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
             else:
                 self._check_structure()
@@ -553,9 +599,10 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                 raise
             raise ValueError(f"{name}: {exc}") from exc
         if classes.shape[0] < 2:
+            where = "samples of at least 2 classes in the data" if name == "y" else (
+                f"at least 2 labels in {name}")
             raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes in the data, "
-                f"got {classes.shape[0]} class."
+                f"{type(self).__name__} needs {where}, got {classes.shape[0]} class."
             )
         self.classes_ = classes
 
@@ -655,6 +702,21 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             proba = asnumpy(self._predict_proba_scaled(X, xp))
         self._check_finite_prediction(X, proba)
         return proba
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba` (``-inf`` where a probability is 0).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``.
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
 
     def predict(self, X):
         """Most probable class of each row.

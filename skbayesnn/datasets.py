@@ -191,8 +191,8 @@ def _require_file(path, name):
 
 
 @functools.lru_cache(maxsize=16)
-def _parse_table_cached(path, mtime_ns, size):
-    # mtime_ns and size only key the cache: an edited file is parsed again.
+def _parse_table_cached(path, identity):
+    # identity only keys the cache: an edited or replaced file is parsed again.
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data"
@@ -204,9 +204,12 @@ def _parse_table_cached(path, mtime_ns, size):
 
 
 def _read_table(path):
-    """Parse a whitespace-separated numeric table, cached per (path, mtime, size)."""
+    """Parse a whitespace-separated numeric table, cached per path and file
+    identity: inode, size, modification and status-change times (a copy with
+    preserved times, ``cp -p``, still changes the inode or the ctime)."""
     st = os.stat(path)
-    return _parse_table_cached(str(Path(path).resolve()), st.st_mtime_ns, st.st_size)
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return _parse_table_cached(str(Path(path).resolve()), identity)
 
 
 def _read_numbers(path):
@@ -283,7 +286,8 @@ def uci_n_splits(name, *, data_home=None):
     Raises
     ------
     FileNotFoundError
-        If the dataset is not under the data home.
+        If the dataset is not under the data home, or a split below that
+        count lacks its ``index_train_K.txt`` or ``index_test_K.txt``.
 
     Examples
     --------
@@ -293,7 +297,11 @@ def uci_n_splits(name, *, data_home=None):
     """
     name = _check_name(name)
     folder = _dataset_dir(name, data_home)
-    return _read_count(_require_file(folder / "n_splits.txt", name))
+    n_splits = _read_count(_require_file(folder / "n_splits.txt", name))
+    for split in range(n_splits):  # a count the split files do not back is an error here
+        for part in ("train", "test"):
+            _require_file(folder / f"index_{part}_{split}.txt", name)
+    return n_splits
 
 
 def available_uci_datasets(data_home=None):

@@ -57,6 +57,7 @@ class _MessagePassingMixin:
         "max_abs_z": [Interval(Real, 0, None, closed="neither"), None],
     }
     _device_attributes = ("state_",)
+    _creation_params = ("prior_var", "bias_prior_var", "max_abs_z")
 
     def _alpha(self):
         return 0.0 if self.activation == "relu" else float(self.negative_slope)
@@ -179,7 +180,8 @@ class _MessagePassingMixin:
         return network.to_posterior(self.state_)
 
     def memory_bytes(self, n_samples):
-        """Message storage of a fit on ``n_samples`` rows, in bytes.
+        """Message storage of a fit with the current parameters on ``n_samples``
+        rows of the fitted data's features and outputs, in bytes.
 
         ``16 * (P * (B + m + 5) + 2 * P_1 + b * H)``, with ``P`` the weights
         and biases, ``P_1`` the first layer's weights, ``B = ceil(n_samples /
@@ -195,11 +197,12 @@ class _MessagePassingMixin:
         so for it the formula may overstate).
         ``partial_fit`` keeps all its calls' data in one slot: one more ``B``,
         and ``n_samples`` is the largest single call.  Needs a fitted model
-        (the layer sizes).
+        (the numbers of features and outputs).
         """
         check_is_fitted(self)
         n_samples = check_scalar(n_samples, "n_samples", Integral, min_val=1)
-        sizes = list(self.state_.sizes)
+        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
+        sizes = [self.state_.sizes[0], *hidden, self.state_.sizes[-1]]
         n_batches = -(-n_samples // self.batch_size)
         memory = self.memory
         if all(self._n_iter(e) == 1 for e in range(1, self.max_epochs + 1)):

@@ -46,6 +46,7 @@ class _TAGIMixin:
     """Network construction and the epoch loop shared by the TAGI estimators."""
 
     _device_attributes = ("posterior_",)
+    _creation_params = ("gain_w", "gain_b", "init", "max_abs_z")
 
     def _network_structure(self, fitted):
         if fitted:

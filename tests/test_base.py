@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.base import is_classifier
+from sklearn.exceptions import DataConversionWarning
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
@@ -507,14 +508,26 @@ def test_model_fitted_on_a_device_pickles_host_arrays_only(rng, monkeypatch, mak
         (lambda: TAGIClassifier(hidden_layer_sizes=(4,), random_state=0),
          dict(activation="tanh")),
         (lambda: PBPRegressor((4,), random_state=0), dict(fit_bias=False)),
+        # parameters read only when the model is created (priors, initial
+        # scales, the input scaling)
+        (lambda: MessagePassingRegressor((4,), batch_size=16, random_state=0),
+         dict(prior_var=[2.0, 3.0])),
+        (lambda: MessagePassingRegressor((4,), batch_size=16, random_state=0),
+         dict(bias_prior_var=2.0)),
+        (lambda: MessagePassingClassifier((4,), batch_size=16, random_state=0),
+         dict(max_abs_z=1.0)),
+        (lambda: TAGIRegressor(hidden_layer_sizes=(4,), random_state=0), dict(gain_w=0.5)),
+        (lambda: TAGIRegressor(hidden_layer_sizes=(4,), random_state=0), dict(init="xavier")),
+        (lambda: TAGIClassifier(hidden_layer_sizes=(4,), random_state=0), dict(gain_b=2.0)),
     ],
     ids=lambda v: "-".join(v) if isinstance(v, dict) else "",
 )
 def test_partial_fit_refuses_a_changed_network(rng, make, change):
     # A later partial_fit continues the network built by fit or the first
-    # partial_fit: a changed layer size or activation cannot take effect there
-    # (it was silently ignored), so the call raises and leaves the model as it
-    # was; with the parameters restored, training goes on; fit starts anew.
+    # partial_fit: a changed layer size, activation, prior or initial scale
+    # cannot take effect there (it was silently ignored), so the call raises
+    # and leaves the model as it was; with the parameters restored, training
+    # goes on; fit starts anew.
     X = rng.normal(size=(40, 2))
     y = X[:, 0] - X[:, 1]
     model = make()
@@ -527,7 +540,7 @@ def test_partial_fit_refuses_a_changed_network(rng, make, change):
     before = predict(X)
     old = {name: model.get_params()[name] for name in change}
     model.set_params(**change)
-    with pytest.raises(ValueError, match="partial_fit continues the fitted network"):
+    with pytest.raises(ValueError, match="partial_fit continues the fitted model"):
         model.partial_fit(X, y)
     np.testing.assert_array_equal(predict(X), before)
     model.set_params(**old).partial_fit(X, y)
@@ -685,3 +698,83 @@ def test_partial_fit_compares_the_network_read_off_the_fitted_state(rng):
                        r"parameters now ask for activation='leaky_relu', negative_slope=0\.1"):
         clf.partial_fit(X, y)
     assert clf.n_iter_ == 2
+
+
+def test_partial_fit_of_a_model_pickled_without_its_creation_values_goes_on(rng):
+    # Models pickled before the creation parameters were recorded have no
+    # record: nothing to compare, as before (the network is still compared).
+    import pickle
+
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0]
+    reg = MessagePassingRegressor((4,), batch_size=16, random_state=0).partial_fit(X, y)
+    assert reg._creation_values == {"prior_var": None, "bias_prior_var": 0.5,
+                                    "max_abs_z": None}
+    old = pickle.loads(pickle.dumps(reg))
+    del old._creation_values
+    old.set_params(prior_var=2.0).partial_fit(X, y)
+    assert old.n_iter_ == 2
+    with pytest.raises(ValueError, match="prior_var=None.*prior_var=2.0"):
+        reg.set_params(prior_var=2.0).partial_fit(X, y)
+
+
+@pytest.mark.parametrize("make, column_shape", [
+    (lambda: MessagePassingRegressor((4,), max_epochs=2, random_state=0), (5, 1)),
+    (lambda: TAGIRegressor(hidden_layer_sizes=(4,), max_epochs=2, random_state=0), (5, 1)),
+    (lambda: BayesianLinearRegressor(), (5,)),
+])
+def test_predictions_keep_the_dimensions_of_y(rng, make, column_shape):
+    # As LinearRegression: a 1-D y gives 1-D mean and std, a column y (n, 1)
+    # gives (n, 1) ones, for fit and for partial_fit (the first call decides);
+    # a single-output estimator ravels a column y with sklearn's warning, as
+    # BayesianRidge does.
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=40)
+    flat = make().fit(X, y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        column = make().fit(X, y[:, None])
+        online = make().partial_fit(X, y[:, None]).partial_fit(X, y)
+    assert any(w.category is DataConversionWarning for w in caught) == (column_shape == (5,))
+    for model, shape in ((flat, (5,)), (column, column_shape), (online, column_shape)):
+        mean, std = model.predict(X[:5], return_std=True)
+        assert mean.shape == std.shape == shape
+        assert model.predict_dist(X[:5]).var().shape == shape
+    np.testing.assert_array_equal(column.predict(X[:5]).ravel(), flat.predict(X[:5]))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: MessagePassingRegressor((4,), max_epochs=2, random_state=0),
+    lambda: TAGIRegressor(hidden_layer_sizes=(4,), max_epochs=2, random_state=0),
+])
+def test_a_constant_target_warns_that_its_scale_is_one(rng, make):
+    # StandardScaler gives a constant y scale 1: noise_std and the like then
+    # act in y's own units, so a predictive sd of order 0.1-1 comes out
+    # whatever y's units; that is said, at fit and at a first partial_fit of
+    # one row.  A target that varies, however little, does not warn.
+    X = rng.normal(size=(40, 2))
+    with pytest.warns(UserWarning, match=r"y is constant \(column\(s\) \[0\]\)"):
+        make().fit(X, np.full(40, 1000.0))
+    with pytest.warns(UserWarning, match="make the first batch representative"):
+        make().partial_fit(X[:1], [5.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = make().fit(X, 1000.0 + 1e-6 * rng.normal(size=40))
+    assert np.all(model.predict(X, return_std=True)[1] < 1e-4)
+
+
+def test_predict_log_proba_is_the_log_of_predict_proba(rng):
+    X = rng.normal(size=(60, 2))
+    y = np.where(X[:, 0] > 0, "b", "a")
+    for clf in (MessagePassingClassifier((4,), max_epochs=2, random_state=0),
+                TAGIClassifier(hidden_layer_sizes=(4,), max_epochs=2, random_state=0)):
+        clf.fit(X, y)
+        np.testing.assert_array_equal(clf.predict_log_proba(X), np.log(clf.predict_proba(X)))
+
+
+def test_partial_fit_with_one_class_names_the_classes_argument(rng):
+    X = rng.normal(size=(10, 2))
+    with pytest.raises(ValueError, match="needs at least 2 labels in classes, got 1"):
+        MessagePassingClassifier((4,)).partial_fit(X, np.zeros(10), classes=[0])
+    with pytest.raises(ValueError, match="samples of at least 2 classes in the data"):
+        MessagePassingClassifier((4,)).fit(X, np.zeros(10))

@@ -295,6 +295,42 @@ def test_cache_sees_an_edited_data_file(synthetic):
     np.testing.assert_array_equal(second, 2.0 * first)
 
 
+def test_cache_sees_a_same_size_copy_with_preserved_times(synthetic, tmp_path):
+    # cp -p, rsync -t or tar x keep size and mtime: the copy still has a new
+    # inode (rename, tar) or a new status-change time (written in place).
+    import shutil
+    import time
+
+    path = synthetic["folder"] / "data.txt"
+    load_uci("yacht", data_home=synthetic["root"])
+    for in_place in (False, True):
+        text = path.read_text()
+        digit = next(c for c in text if c in "12345678")
+        edited = tmp_path / "data.txt"
+        edited.write_text(text.replace(digit, str(int(digit) + 1), 1))
+        st = os.stat(path)
+        os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert os.stat(edited).st_size == st.st_size
+        if in_place:
+            time.sleep(0.05)  # past the kernel's coarse ctime tick
+            shutil.copyfile(edited, path)
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        else:
+            os.replace(edited, path)
+        assert os.stat(path).st_mtime_ns == st.st_mtime_ns
+        b = load_uci("yacht", data_home=synthetic["root"])
+        train = synthetic["splits"][0][0]
+        data = np.loadtxt(path)
+        np.testing.assert_array_equal(b.X_train, data[np.ix_(train, [0, 2, 4])])
+        np.testing.assert_array_equal(b.y_train, data[train, 1])
+
+
+def test_n_splits_beyond_the_split_files_is_an_error(synthetic):
+    (synthetic["folder"] / "n_splits.txt").write_text("3\n")
+    with pytest.raises(FileNotFoundError, match=r"index_train_2\.txt does not exist"):
+        uci_n_splits("yacht", data_home=synthetic["root"])
+
+
 # --------------------------------------------------------------------------
 # Where the data live
 # --------------------------------------------------------------------------

@@ -120,7 +120,8 @@ def test_failed_first_partial_fit_leaves_the_estimator_unfitted():
     from sklearn.exceptions import NotFittedError
 
     reg = BayesianLinearRegressor()
-    with pytest.raises(ValueError, match="at least 2 samples"):
+    with pytest.raises(ValueError, match="at least 2 samples"), pytest.warns(
+            UserWarning, match="y is constant"):
         reg.partial_fit([[1.0, 2.0]], [3.0])
     with pytest.raises(NotFittedError):
         reg.predict([[0.0, 0.0]])
@@ -191,7 +192,8 @@ def test_constant_and_hard_data_give_finite_positive_variances(rng):
     dist = BayesianLinearRegressor().fit(X, y).predict_dist(X)
     assert np.all(np.isfinite(dist.mean())) and np.all(dist.var() > 0)
     # Constant target: zero variance in y, scale 1 in the scaler, still finite.
-    dist = BayesianLinearRegressor().fit(X, np.full(len(X), 5.0)).predict_dist(X)
+    with pytest.warns(UserWarning, match="y is constant"):
+        dist = BayesianLinearRegressor().fit(X, np.full(len(X), 5.0)).predict_dist(X)
     assert np.all(np.isfinite(dist.var())) and np.allclose(dist.mean(), 5.0)
 
 
@@ -207,7 +209,8 @@ def test_pickle_round_trip_then_predict_and_partial_fit(rng):
 
 
 def test_auto_noise_needs_two_samples():
-    reg = BayesianLinearRegressor(noise_precision=1.0).partial_fit([[1.0, 2.0]], [3.0])
+    with pytest.warns(UserWarning, match="y is constant"):  # one row: scale 1
+        reg = BayesianLinearRegressor(noise_precision=1.0).partial_fit([[1.0, 2.0]], [3.0])
     assert np.isfinite(reg.predict([[0.0, 0.0]])).all()
 
 

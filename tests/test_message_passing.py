@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
@@ -240,6 +241,17 @@ def test_diverged_training_raises_instead_of_returning_nan(rng):
     with pytest.raises(ValueError, match=r"diverged.*regularize_var \(here 1e-320\)") as info:
         clf.fit(X, y)
     assert "noise_std" not in str(info.value)
+
+
+def test_memory_bytes_counts_a_fit_with_the_current_parameters(rng):
+    # The layer sizes and batch size set after fit count, as in a fresh fit
+    # with them (the fitted data's features and outputs stay).
+    X = rng.normal(size=(100, 3))
+    y = X[:, 0]
+    reg = MessagePassingRegressor((8,), max_epochs=1, batch_size=16, random_state=0).fit(X, y)
+    before = reg.memory_bytes(300)
+    reg.set_params(hidden_layer_sizes=(32, 4), batch_size=50)
+    assert reg.memory_bytes(300) == clone(reg).fit(X, y).memory_bytes(300) != before
 
 
 def test_parameter_errors_name_the_parameter(rng):

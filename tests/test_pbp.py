@@ -114,7 +114,7 @@ def test_warm_start_continues_training(rng):
     # A continued fit cannot change the network's shape, nor take an invalid prior.
     for change in ({"hidden_layer_sizes": (9,)}, {"fit_bias": False},
                    {"spike_and_slab": True}):
-        with pytest.raises(ValueError, match="warm_start continues the fitted network"):
+        with pytest.raises(ValueError, match="warm_start continues the fitted model"):
             clone(warm).fit(X, y).set_params(**change).fit(X, y)
     with pytest.raises(ValueError, match="prior"):
         clone(warm).fit(X, y).set_params(prior=(0.0, 0.0)).fit(X, y)

@@ -1,0 +1,53 @@
+"""Command-line pieces the UCI benchmark scripts share: where the data are, and
+checked counts.
+
+The data folder is, in this order, ``--data-home``, the ``SKBAYESNN_DATA``
+environment variable, or the project's ``../shared/uci`` beside the repository.
+"""
+
+import argparse
+import os
+from pathlib import Path
+
+from skbayesnn.datasets import available_uci_datasets
+
+#: The project's copy of the UCI data, beside the repository.
+SHARED_UCI = Path(__file__).resolve().parents[1].parent / "shared" / "uci"
+
+
+def positive_int(text):
+    """An argparse type: an int >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def add_data_home(parser):
+    parser.add_argument(
+        "--data-home",
+        default=None,
+        help="folder of the UCI datasets (default: $SKBAYESNN_DATA if set, else "
+        f"{SHARED_UCI})",
+    )
+
+
+def data_home(parser, args):
+    """The data folder as a string; a usage error if it does not exist."""
+    if args.data_home is not None:
+        home, source = Path(args.data_home).expanduser(), "--data-home"
+    elif os.environ.get("SKBAYESNN_DATA", "").strip():
+        home, source = Path(os.environ["SKBAYESNN_DATA"]).expanduser(), "SKBAYESNN_DATA"
+    else:
+        home, source = SHARED_UCI, "the default"
+    if not home.is_dir():
+        parser.error(f"the UCI data folder {home} ({source}) does not exist")
+    return str(home)
+
+
+def dataset_names(parser, args, home):
+    """``--datasets`` or every UCI dataset in ``home``; a usage error if none."""
+    names = args.datasets or available_uci_datasets(home)
+    if not names:
+        parser.error(f"no UCI datasets under {home}")
+    return names
