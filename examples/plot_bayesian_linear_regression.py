@@ -6,7 +6,7 @@ Fit an exact Bayesian linear regression on a cubic basis of the toy problem
 ``y = x^3 + eps`` (Hernandez-Lobato & Adams, 2015), inspect the epistemic and
 aleatoric parts of the predictive variance, and check interval coverage on fresh
 data.  Run with ``python examples/plot_bayesian_linear_regression.py``; the
-figure is drawn when matplotlib is installed (``pip install skbayesnn[plot]``).
+figure is drawn when matplotlib is installed (``pip install ".[plot]"`` from a clone).
 """
 
 import numpy as np

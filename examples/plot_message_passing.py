@@ -12,7 +12,7 @@ standard deviation inside and outside it, then fits
 ``MessagePassingClassifier`` with the argmax factor on two interleaved half
 moons and prints accuracy and log-loss.  Run with
 ``python examples/plot_message_passing.py``; the figure is drawn when matplotlib
-is installed (``pip install skbayesnn[plot]``).
+is installed (``pip install ".[plot]"`` from a clone).
 """
 
 import numpy as np

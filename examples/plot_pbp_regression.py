@@ -10,7 +10,7 @@ interval coverage and the estimated noise level evolve, compares the result with
 40 epochs of ``fit`` on the same points, then compares the epistemic standard
 deviation inside and outside the training range.  Run with
 ``python examples/plot_pbp_regression.py``; the figure is drawn when matplotlib is
-installed (``pip install skbayesnn[plot]``).
+installed (``pip install ".[plot]"`` from a clone).
 """
 
 import numpy as np

@@ -7,7 +7,7 @@ Train a 1x100 ReLU network by TAGI on the toy problem ``y = x^3 + eps``
 observation noise ``sigma_v`` by cross-validated NLPD, and compare the epistemic
 part of the predictive inside and outside the training range.  Run with
 ``python examples/plot_tagi_regression.py``; the figure is drawn when matplotlib is
-installed (``pip install skbayesnn[plot]``).
+installed (``pip install ".[plot]"`` from a clone).
 """
 
 import numpy as np

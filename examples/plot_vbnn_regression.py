@@ -9,7 +9,7 @@ and a mixture of four restarts, prints their test RMSE, NLPD and 95% coverage
 and the restart weights, then prunes the single run by Bayesian false discovery
 rate (fdr = 0.01) and reports what survives and how close the sparse model's
 predictions stay.  Run with ``python examples/plot_vbnn_regression.py``; the
-figure is drawn when matplotlib is installed (``pip install skbayesnn[plot]``).
+figure is drawn when matplotlib is installed (``pip install ".[plot]"`` from a clone).
 """
 
 import numpy as np

@@ -413,6 +413,24 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
             )
         return X, Y
 
+    def _check_batch_predictable(self, X, xp, restore):
+        """After a ``partial_fit`` update: the predictive, in ``y``'s units, is
+        finite on the batch's own (standardised) rows ``X`` (at most 1000 of
+        them); otherwise ``restore()`` puts the model back as it was and a
+        ValueError says why.  A batch far outside the first call's scale can
+        leave a finite posterior whose predictive overflows everywhere."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, epi, ale = self._original_units(*self._predict_moments_scaled(X[:1000], xp))
+            total = epi + ale
+        if not all(bool(np.all(np.isfinite(a))) for a in (mean, epi, ale, total)):
+            restore()
+            raise ValueError(
+                f"{type(self).__name__}.partial_fit: after this batch the predictive would "
+                "overflow on the batch's own rows, so the batch is refused and the model "
+                "is as it was.  Its values are far outside the scale of the first call's "
+                "data, which every batch is standardised with; rescale y (or X)."
+            )
+
     def _scale_Y(self, Y, xp):
         return to_device(self.y_scaler_.transform(Y), xp)
 
@@ -536,6 +554,7 @@ class PartialFitMixin:
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Several columns only where the estimator supports them.
 
         Returns
         -------

@@ -115,9 +115,25 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
     def _init_online(self, n_features, n_outputs, xp, rng):
         self.stats_ = None
 
+    _posterior_attributes = ("stats_", "prior_precision_", "noise_precision_", "log_evidence_",
+                             "posterior_", "coef_", "intercept_", "coef_cov_")
+
     def _partial_fit_scaled(self, X, Y, xp, rng):
-        batch = lg.LinearGaussianStats.from_data(X, Y[:, 0])
-        self._update_posterior(batch if self.stats_ is None else self.stats_ + batch)
+        # _update_posterior rebinds these attributes: a shallow copy is a snapshot
+        before = {name: self.__dict__[name] for name in self._posterior_attributes
+                  if name in self.__dict__}
+        with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+            batch = lg.LinearGaussianStats.from_data(X, Y[:, 0])
+            stats = batch if self.stats_ is None else self.stats_ + batch
+        if not stats.is_finite():
+            raise ValueError(
+                "BayesianLinearRegressor.partial_fit: this batch's sums of squares overflow "
+                "in float64, so the batch is refused and the model is as it was.  Its "
+                "values are far outside the scale of the first call's data, which every "
+                "batch is standardised with; rescale y (or X)."
+            )
+        self._update_posterior(stats)
+        self._check_batch_predictable(X, xp, lambda: self.__dict__.update(before))
 
     def _update_posterior(self, stats):
         """Compute the posterior from ``stats``; state changes only on success."""

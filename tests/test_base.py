@@ -778,3 +778,27 @@ def test_partial_fit_with_one_class_names_the_classes_argument(rng):
         MessagePassingClassifier((4,)).partial_fit(X, np.zeros(10), classes=[0])
     with pytest.raises(ValueError, match="samples of at least 2 classes in the data"):
         MessagePassingClassifier((4,)).fit(X, np.zeros(10))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: BayesianLinearRegressor(),
+    lambda: TAGIRegressor(hidden_layer_sizes=(8,), max_epochs=2, random_state=0),
+])
+@pytest.mark.parametrize("level", [1e160, 1e300])
+def test_partial_fit_refuses_a_batch_that_leaves_the_model_unable_to_predict(rng, make, level):
+    # Targets far beyond the first call's scale: BayesianLinearRegressor's sums
+    # of squares overflow (its coefficients became NaN); TAGI keeps a finite
+    # posterior whose predictive overflows everywhere.  Both were accepted,
+    # after which every prediction raised.  The batch is refused, the model
+    # is as it was, and training goes on with ordinary data.
+    X = rng.normal(size=(100, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=100)
+    model = make().partial_fit(X, y)
+    before = model.predict(X, return_std=True)
+    with pytest.raises(ValueError, match="the batch is refused and the model is as it was"):
+        model.partial_fit(X[:10], np.full(10, level))
+    for a, b in zip(model.predict(X, return_std=True), before):
+        np.testing.assert_array_equal(a, b)
+    model.partial_fit(X, y)
+    assert np.all(np.isfinite(model.predict(X)))
+    assert np.corrcoef(model.predict(X), y)[0, 1] > 0.9

@@ -51,6 +51,13 @@ class LinearGaussianStats:
             self.yy,
         )
 
+    def is_finite(self):
+        """Whether every statistic is finite (sums of squares can overflow)."""
+        xp = array_namespace(self.xx)
+        return all(math.isfinite(v) for v in (self.n, self.y_sum, self.yy)) and all(
+            bool(xp.all(xp.isfinite(a))) for a in (self.x_sum, self.xx, self.xy)
+        )
+
     def __add__(self, other):
         return LinearGaussianStats(
             self.n + other.n,
