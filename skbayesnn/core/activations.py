@@ -63,6 +63,9 @@ _A_MAX = 50.0
 # error on their side of the switch).
 _S_SWITCH = 1.5
 _A_FAR = 8.0
+# Steps |std x| up to which a difference g(m + std x) - g(m) is computed from the
+# step itself (expm1 of it stays finite and far from overflow).
+_NEAR_STEP = 30.0
 
 
 # ---------------------------------------------------------------------------
@@ -492,11 +495,17 @@ def _sigmoid_moments_nonpositive(xp, mean, var, n):
     # --- Gauss-Hermite branch (bounded integrand: safe for every finite std) ---
     # Centred twice: g(z) - g(mean) first (exactly 0 when std is negligible, so a
     # deterministic input gets variance 0, not rounding noise), then about the
-    # quadrature mean.
-    z = mean[..., None] + std[..., None] * x
+    # quadrature mean.  The difference from the exact step h = std x, as
+    # s(m + h) - s(m) = -s(m + h) s(-m) expm1(-h): z = m + h rounds to m when
+    # std is below ulp(m), and s(z) - s(m) would be rounding noise (where |h|
+    # is large the plain difference has no cancellation and expm1 would overflow).
+    step = std[..., None] * x
+    z = mean[..., None] + step
     sz = expit(z)
     s0 = expit(mean)
-    gc = sz - s0[..., None]
+    near = xp.abs(step) <= _NEAR_STEP
+    exact = -sz * expit(-mean)[..., None] * xp.expm1(-xp.clip(step, -_NEAR_STEP, _NEAR_STEP))
+    gc = xp.where(near, exact, sz - s0[..., None])
     shift = gc @ w
     gh_mean = s0 + shift
     d = gc - shift[..., None]
@@ -524,12 +533,30 @@ def _sigmoid_moments_nonpositive(xp, mean, var, n):
     )
     l_jac = (su * su * (dens_pos + dens_neg)) @ om
 
+    # --- far tail with a wide Gaussian: Gauss-Hermite under exponential tilting ---
+    # s(z) = e^z s(-z), so E[s(Z)^k s(-Z)^j] = exp(k m + k^2 v / 2) E[s(-Y)^(k+j)]
+    # with Y ~ N(m + k v, v): the tilted Gaussian, centred where the integrand's
+    # mass is (k std standard deviations out, beyond the nodes of the plain
+    # rule for std > _S_SWITCH), and s(-Y) ~ 1 there is smooth.  No
+    # cancellation in E[s^2] - E[s]^2: their ratio is exp(-v) times a factor
+    # near 1.
     lag = _use_laguerre(xp, mean, std)
+    tilt = (std > _S_SWITCH) & ~lag
+    # Selected lanes have m + 2 v <= -8 std (far tail), so the exponents are
+    # <= 0; other lanes get v = 0 here (mean <= 0: nothing overflows).
+    vt = xp.where(tilt, var, 0.0)
+    one = expit(-(m + vt[..., None] + std_l * x))
+    two = expit(-(m + 2.0 * vt[..., None] + std_l * x))
+    t_mean = xp.exp(mean + 0.5 * vt) * (one @ w)
+    t_second = xp.exp(2.0 * mean + 2.0 * vt) * ((two * two) @ w)
+    t_var = t_second - t_mean * t_mean
+    t_jac = xp.exp(mean + 0.5 * vt) * ((one * one) @ w)
+
     # s(Z) lies in [0, 1], so its mean does, and E[s'] in [0, 1/4]; the clips
     # only remove quadrature/rounding error.
-    mean_out = xp.clip(xp.where(lag, l_mean, gh_mean), 0.0, 1.0)
-    var_out = xp.clip(xp.where(lag, l_var, gh_var), 0.0, 0.25)
-    jac = xp.clip(xp.where(lag, l_jac, gh_jac), 0.0, 0.25)
+    mean_out = xp.clip(xp.where(lag, l_mean, xp.where(tilt, t_mean, gh_mean)), 0.0, 1.0)
+    var_out = xp.clip(xp.where(lag, l_var, xp.where(tilt, t_var, gh_var)), 0.0, 0.25)
+    jac = xp.clip(xp.where(lag, l_jac, xp.where(tilt, t_jac, gh_jac)), 0.0, 0.25)
     return mean_out, var_out, jac
 
 
@@ -583,6 +610,15 @@ def _softplus_moments(xp, mean, var, n):
         z > 0, xp.where(m > 0, step, z), xp.where(m > 0, -m + 0.0 * step, 0.0 * step)
     )
     gc = relu_diff + (xp.log1p(xp.exp(-xp.abs(z))) - xp.log1p(xp.exp(-xp.abs(m))))
+    # Near steps: softplus(m + h) - softplus(m) = log1p(s(m) expm1(h)) from the
+    # exact step alone (L(|z|) above still rounds with z); for m > 0 through
+    # softplus(z) = z + softplus(-z), h + log1p(s(-m) expm1(-h)), so that the
+    # log1p argument stays above -1/2 (no cancellation); expm1 stays finite.
+    near = xp.abs(step) <= _NEAR_STEP
+    h = xp.clip(step, -_NEAR_STEP, _NEAR_STEP)
+    gc_near = xp.where(m > 0, h + xp.log1p(sp.expit(-m) * xp.expm1(-h)),
+                       xp.log1p(sp.expit(m) * xp.expm1(h)))
+    gc = xp.where(near, gc_near, gc)
     shift = gc @ w
     gh_mean = xp.logaddexp(0.0, mean) + shift
     d = gc - shift[..., None]
@@ -657,12 +693,17 @@ def moment_matched_moments(name, mean, var, *, negative_slope=0.01, n_quadrature
     Monte Carlo standard errors of 1e5 samples).  There the step (Heaviside for
     sigmoid/tanh, ReLU for softplus) is integrated exactly and the exponentially
     decaying remainder by Gauss-Laguerre on each half-line -- except far in the
-    saturated tail (``|mean|/std >= 2 std + 8``), where Gauss-Hermite is again
-    the accurate rule.  Against 60-digit mpmath quadrature the relative error is
-    below ~1e-9 in every case checked (means -80..40, std 1e-6..1e3).  Sigmoid
-    and tanh are evaluated on the reflected side (``s(-z) = 1 - s(z)``, tanh
-    odd) so that tiny variances in the saturated tails keep their relative
-    accuracy.
+    saturated tail (``|mean|/std >= 2 std + 8``), where Laguerre nodes are too
+    sparse: there the sigmoid's moments come from Gauss-Hermite under
+    exponential tilting (``s(z) = e^z s(-z)``, so ``E[s(Z)^k] = exp(k m + k^2
+    v/2) E[s(-Y)^k]`` with ``Y ~ N(m + k v, v)`` centred where the mass is).
+    Differences ``g(m + h) - g(m)`` over the exact step ``h = std x`` come from
+    identities in ``h`` (``expm1``, ``log1p``), since ``m + h`` rounds to ``m``
+    for tiny variances, so that ``Var = g'(m)^2 v`` holds to rounding down to
+    ``v = 1e-300``.  Against mpmath quadrature the relative error is below
+    ~1e-9 in every case checked (means -80..40, std 1e-6..1e3).  Sigmoid and
+    tanh are evaluated on the reflected side (``s(-z) = 1 - s(z)``, tanh odd)
+    so that tiny variances in the saturated tails keep their relative accuracy.
     """
     check_activation(name)
     if name == "relu":

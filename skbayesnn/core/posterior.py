@@ -81,8 +81,11 @@ class GaussianMLPPosterior:
             if 0 in wm.shape:
                 raise ValueError(f"layer {l} has no weights (shape {wm.shape}).")
             xp = array_namespace(wv, bv)
-            if bool(xp.any(wv < 0)) or bool(xp.any(bv < 0)):
-                raise ValueError(f"layer {l}: weight and bias variances must be >= 0.")
+            # (written so that NaN fails too: propagate would return NaN silently)
+            if not (bool(xp.all(wv >= 0)) and bool(xp.all(bv >= 0))):
+                raise ValueError(f"layer {l}: weight and bias variances must be >= 0 (not NaN).")
+            if not (bool(xp.all(xp.isfinite(wm))) and bool(xp.all(xp.isfinite(bm)))):
+                raise ValueError(f"layer {l}: weight and bias means must be finite.")
         n_hidden = n_layers - 1
         if isinstance(self.activation, str):
             hidden = [self.activation] * n_hidden

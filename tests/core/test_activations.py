@@ -305,7 +305,7 @@ def test_relu_inverse_mills_ratio_and_deep_tail_asymptotics():
     # E[ReLU(Z)] = Phi(a) (mean + std gamma): recover gamma at a = -30 and compare
     # with the value quoted in pbp.md §2.2 (30.0332597).
     mean_out, _, jac = relu_moments(-30.0, 1.0)
-    assert jac == pytest.approx(ndtr(-30.0), rel=1e-14)
+    assert jac == pytest.approx(ndtr(-30.0), rel=1e-14, abs=0)
     gamma = 30.0 + mean_out / ndtr(-30.0)
     assert gamma == pytest.approx(30.0332597, abs=5e-7)
     # Asymptotic series (from the Mills-ratio expansion) for a -> -inf:
@@ -318,8 +318,8 @@ def test_relu_inverse_mills_ratio_and_deep_tail_asymptotics():
             phi = math.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
             s1 = phi / a**2 * (1 - 3 / a**2 + 15 / a**4 - 105 / a**6 + 945 / a**8)
             s2 = 2 * phi / abs(a) ** 3 * (1 - 6 / a**2 + 45 / a**4 - 420 / a**6 + 4725 / a**8)
-            assert mean_out == pytest.approx(std * s1, rel=rtol)
-            assert var_out == pytest.approx(std**2 * s2, rel=rtol)
+            assert mean_out == pytest.approx(std * s1, rel=rtol, abs=0)
+            assert var_out == pytest.approx(std**2 * s2, rel=rtol, abs=0)
 
 
 def test_leaky_relu_closed_form_and_limits():
@@ -353,9 +353,9 @@ def test_sigmoid_and_softplus_lognormal_tail():
         for m, s in [(-40.0, 1e-3), (-40.0, 1.0), (-40.0, 3.0), (-60.0, 2.0)]:
             mean_out, var_out, jac = moment_matched_moments(name, m, s * s)
             e1 = math.exp(m + 0.5 * s * s)
-            assert mean_out == pytest.approx(e1, rel=1e-7)
-            assert var_out == pytest.approx(e1**2 * math.expm1(s * s), rel=1e-7)
-            assert jac == pytest.approx(e1, rel=1e-7)
+            assert mean_out == pytest.approx(e1, rel=1e-7, abs=0)
+            assert var_out == pytest.approx(e1**2 * math.expm1(s * s), rel=1e-7, abs=0)
+            assert jac == pytest.approx(e1, rel=1e-7, abs=0)
 
 
 def test_sigmoid_and_tanh_centre_and_monotonicity():
@@ -415,10 +415,45 @@ def test_derivative_at_the_kink_and_in_the_tails():
     # The tanh / sigmoid derivatives keep their relative accuracy far out, where
     # 1 - tanh^2 would round to 0: tanh'(x) = 4 e^-2|x| (1 + O(e^-2|x|)).
     for x in (-40.0, 40.0):
-        assert activation_derivative("tanh", x) == pytest.approx(4 * math.exp(-80.0), rel=1e-14)
-        assert activation_derivative("sigmoid", x) == pytest.approx(math.exp(-40.0), rel=1e-14)
+        tanh_d, sigmoid_d = (activation_derivative(name, x) for name in ("tanh", "sigmoid"))
+        assert tanh_d == pytest.approx(4 * math.exp(-80.0), rel=1e-14, abs=0)
+        assert sigmoid_d == pytest.approx(math.exp(-40.0), rel=1e-14, abs=0)
     assert activation_value("softplus", 800.0) == 800.0  # no overflow
     assert activation_value("softplus", -800.0) == 0.0
+
+
+def test_wide_gaussians_far_in_the_saturated_tail_keep_relative_accuracy():
+    # |m| >= 2 v + 8 std with std > 1.5: the plain Gauss-Hermite rule missed the
+    # mass of the tail moments (k std standard deviations out), e.g. a relative
+    # error of 0.23 in Var[s(Z)] at (m, v) = (-200, 64) and 6e-2 in Var[tanh Z]
+    # at (-80, 12.25).  Closed forms: the lognormal ones of the test above,
+    # whose corrections are below exp(m + 5 v / 2) < 1e-16 relative here;
+    # tanh(z) = 2 s(2 z) - 1, so Var[tanh Z] = 4 Var[s(2 Z)].
+    for m, s in [(-200.0, 8.0), (-100.0, 5.0), (-60.0, 3.0)]:
+        mean_out, var_out, jac = moment_matched_moments("sigmoid", m, s * s)
+        e1 = math.exp(m + 0.5 * s * s)
+        assert mean_out == pytest.approx(e1, rel=1e-9, abs=0)
+        assert var_out == pytest.approx(e1**2 * math.expm1(s * s), rel=1e-9, abs=0)
+        assert jac == pytest.approx(e1, rel=1e-9, abs=0)
+    for m, v in [(-80.0, 12.25), (-60.0, 9.0)]:
+        mean_out, var_out, _ = moment_matched_moments("tanh", m, v)
+        e1 = math.exp(2 * m + 2 * v)  # E[s(2 Z)], 2 Z ~ N(2 m, 4 v)
+        assert mean_out == -1.0  # -1 + 2 e1 rounds to -1
+        assert var_out == pytest.approx(4.0 * e1**2 * math.expm1(4 * v), rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "softplus"])
+def test_tiny_variances_keep_the_delta_method_to_rounding(name):
+    # Var[g(Z)] = g'(m)^2 v (1 + O(v)).  With std below ulp(m), m + std x rounds
+    # to m and g(z) - g(m) was rounding noise: relative errors of 5e-5 at
+    # v = 1e-24 (sigmoid), 1e-2 at 1e-30 (softplus), and 0 or 3 v at 1e-300.
+    m = np.array([-40.0, -5.0, -0.3, 0.3, 1.0, 5.0, 40.0])
+    d = activation_derivative(name, m)
+    for var in (1e-20, 1e-30, 1e-100, 1e-300):
+        mean_out, var_out, jac = moment_matched_moments(name, m, np.full_like(m, var))
+        np.testing.assert_allclose(var_out, d**2 * var, rtol=1e-12)
+        np.testing.assert_allclose(mean_out, activation_value(name, m), rtol=1e-15)
+        np.testing.assert_allclose(jac, d, rtol=1e-12)
 
 
 def test_moment_matching_tends_to_the_deterministic_activation(rng):

@@ -227,3 +227,10 @@ def test_posterior_refuses_negative_variances_and_empty_layers():
         GaussianMLPPosterior(post.weight_means, post.weight_vars, post.bias_means, bad)
     with pytest.raises(ValueError, match="positive ints"):
         GaussianMLPPosterior.from_sizes([3, 0, 1])
+    # NaN passed the old check (NaN < 0 is False) and propagate returned NaN.
+    for field_name in ("weight_vars", "weight_means"):
+        arrays = {name: [a.copy() for a in getattr(post, name)] for name in
+                  ("weight_means", "weight_vars", "bias_means", "bias_vars")}
+        arrays[field_name][0][0, 0] = np.nan
+        with pytest.raises(ValueError, match="layer 0: weight and bias"):
+            GaussianMLPPosterior(**arrays)
