@@ -37,7 +37,8 @@ def data_home(parser, args):
     if args.data_home is not None:
         home, source = Path(args.data_home).expanduser(), "--data-home"
     elif os.environ.get("SKBAYESNN_DATA", "").strip():
-        home, source = Path(os.environ["SKBAYESNN_DATA"]).expanduser(), "SKBAYESNN_DATA"
+        home = Path(os.environ["SKBAYESNN_DATA"].strip()).expanduser()
+        source = "SKBAYESNN_DATA"
     else:
         home, source = SHARED_UCI, "the default"
     if not home.is_dir():

@@ -109,7 +109,9 @@ def _fit_target_scaler(Y):
     constant column: it gets scale 1, so that parameters stated in standardised
     units (noise levels, priors) act in the target's own units."""
     scaler = _fit_standard_scaler(Y, "y")
-    constant = np.flatnonzero(scaler.var_ == 0)
+    # StandardScaler's rule for "constant" also takes columns whose variance is
+    # rounding noise (values a few ulps apart)
+    constant = np.flatnonzero((scaler.scale_ == 1.0) & (scaler.var_ != 1.0))
     if constant.size:
         warnings.warn(
             f"y is constant (column(s) {constant.tolist()}) in the data that sets its "
@@ -184,7 +186,8 @@ class _BayesianEstimatorMixin:
     }
 
     #: Parameters read only when the model is created (by ``fit`` or the first
-    #: ``partial_fit``): priors, initial scales, the input scaling.  Their values
+    #: ``partial_fit``), besides ``device``: priors, initial scales, the input
+    #: scaling.  Their values
     #: then are recorded, and a later ``partial_fit`` refuses a change, which
     #: could not take effect (:meth:`_check_structure`).
     _creation_params: tuple = ()
@@ -281,8 +284,8 @@ class _BayesianEstimatorMixin:
         self.device_ = resolve_device(self.device)
         # Estimators without a ``max_abs_z`` parameter use plain standardisation.
         self.x_scaler_ = fit_input_scaler(X, getattr(self, "max_abs_z", None))
-        self._creation_values = {name: _comparable(getattr(self, name))
-                                 for name in self._creation_params}
+        self._creation_values = {name: self._creation_value(name)
+                                 for name in ("device", *self._creation_params)}
         self._rng = self._make_rng()
         return get_namespace(self.device_)
 
@@ -323,6 +326,12 @@ class _BayesianEstimatorMixin:
         compare."""
         return {}
 
+    def _creation_value(self, name):
+        """Parameter ``name`` of :attr:`_creation_params` as it takes effect, in a
+        form that ``==`` compares (an estimator may resolve it, e.g. a scalar
+        meaning one value per layer)."""
+        return _comparable(getattr(self, name))
+
     def _check_structure(self, action="partial_fit", remedy="call fit to start a new one"):
         """Before training continues (a later ``partial_fit``, a warm start): the
         network's parameters, and those of :attr:`_creation_params`, are those
@@ -332,7 +341,7 @@ class _BayesianEstimatorMixin:
         fitted = self._network_structure(fitted=True)
         # (not recorded in models pickled before the record existed)
         created = self.__dict__.get("_creation_values", {})
-        now.update({name: _comparable(getattr(self, name)) for name in created})
+        now.update({name: self._creation_value(name) for name in created})
         fitted.update(created)
         changed = [name for name in now if now[name] != fitted[name]]
         if changed:

@@ -59,6 +59,12 @@ class _MessagePassingMixin:
     _device_attributes = ("state_",)
     _creation_params = ("prior_var", "bias_prior_var", "max_abs_z")
 
+    def _creation_value(self, name):
+        if name == "prior_var" and self.prior_var is not None:
+            # one value per weight layer: 0.5 and [0.5, 0.5] are the same prior
+            return self._prior_var(len(check_hidden_layer_sizes(self.hidden_layer_sizes)) + 1)
+        return super()._creation_value(name)
+
     def _alpha(self):
         return 0.0 if self.activation == "relu" else float(self.negative_slope)
 

@@ -222,6 +222,22 @@ def _y_like_dist(y, y_dist):
     return y.reshape(shape)
 
 
+def _output_columns(y_true, y_dist, func_name):
+    """``[(y_j, y_dist[:, j])]`` for a multi-output ``y_true`` of shape ``(n, k)``,
+    ``k > 1``, whose ``y_dist`` has that batch shape; None for one output."""
+    y = np.asarray(y_true)
+    if y.ndim != 2 or y.shape[1] == 1:
+        return None
+    shape = _dist_batch_shape(y_dist)
+    if shape != y.shape or not hasattr(y_dist, "__getitem__"):
+        raise ValueError(
+            f"{func_name}: y_true has shape {y.shape} (several outputs), so y_dist must be "
+            f"an indexable predictive of the same batch shape; got {type(y_dist).__name__} "
+            f"of batch shape {shape}."
+        )
+    return [(y[:, j], y_dist[:, j]) for j in range(y.shape[1])]
+
+
 def _require(y_dist, method, func_name, hint=""):
     fn = getattr(y_dist, method, None)
     if not callable(fn):
@@ -311,16 +327,20 @@ def nlpd(y_true, y_dist, *, sample_weight=None):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
+    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
     y_dist : predictive distribution over ``n_samples`` targets
         Must provide a vectorised ``logpdf``.  Its batch shape (``shape``, or
         the shape of ``mean()``) must have ``n_samples`` elements, e.g.
         ``(n_samples,)`` or ``(n_samples, 1)``; ``y_true`` is reshaped to it.
+        For several outputs, the batch shape ``(n_samples, n_outputs)``.
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns
     -------
     nlpd : float
+        For several outputs, the sum of the outputs' NLPDs: the NLPD of the
+        joint predictive of independent outputs (as a fitted multi-output
+        model predicts them).
 
     Raises
     ------
@@ -335,6 +355,9 @@ def nlpd(y_true, y_dist, *, sample_weight=None):
     logpdf = _require(
         y_dist, "logpdf", "nlpd", " For class probabilities use categorical_nll."
     )
+    columns = _output_columns(y_true, y_dist, "nlpd")
+    if columns is not None:
+        return sum(nlpd(y, d, sample_weight=sample_weight) for y, d in columns)
     y = _check_y(y_true)
     sw = _check_weights(sample_weight, y.shape[0])
     lp = _dist_output(logpdf(_y_like_dist(y, y_dist)), y.shape[0],
@@ -549,21 +572,26 @@ def crps(y_true, y_dist, *, sample_weight=None):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
+    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
     y_dist : NormalPredictive, GaussianMixturePredictive or frozen scipy.stats.norm
         With a batch of ``n_samples`` elements (e.g. ``(n_samples,)`` or
-        ``(n_samples, 1)``), or 0-d (one distribution for every sample).
+        ``(n_samples, 1)``), or 0-d (one distribution for every sample); for
+        several outputs, the batch shape ``(n_samples, n_outputs)``.
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns
     -------
     crps : float
+        For several outputs, the mean over outputs.
 
     Raises
     ------
     TypeError
         For any other distribution type (no closed form implemented).
     """
+    columns = _output_columns(y_true, y_dist, "crps")
+    if columns is not None:
+        return float(np.mean([crps(y, d, sample_weight=sample_weight) for y, d in columns]))
     if isinstance(y_dist, GaussianMixturePredictive):
         y = _check_y(y_true)
         _y_like_dist(y, y_dist)  # the batch must describe the n samples
@@ -651,18 +679,25 @@ def coverage(y_true, y_dist, confidence=0.95, *, sample_weight=None):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
+    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
     y_dist : predictive distribution with ``interval(confidence)``
-        Its batch shape must have ``n_samples`` elements (see :func:`nlpd`).
+        Its batch shape must have ``n_samples`` elements (see :func:`nlpd`),
+        or be ``(n_samples, n_outputs)`` for several outputs.
     confidence : float in (0, 1), default=0.95
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns
     -------
     coverage : float in [0, 1]
+        For several outputs, the mean over outputs (the weighted fraction of
+        all targets covered).
     """
     confidence = _check_confidence(confidence)
     interval = _require(y_dist, "interval", "coverage")
+    columns = _output_columns(y_true, y_dist, "coverage")
+    if columns is not None:
+        return float(np.mean([coverage(y, d, confidence, sample_weight=sample_weight)
+                              for y, d in columns]))
     y = _check_y(y_true)
     _y_like_dist(y, y_dist)  # the batch must describe the n samples
     lo, hi = interval(confidence)

@@ -90,9 +90,10 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         When True, ``fit`` continues from the current posterior (another
         ``max_epochs`` epochs, the reference's ``re_train``), keeping the
         standardisation learned by the first fit.  The network's shape
-        (``hidden_layer_sizes``, ``fit_bias``) must then be unchanged (a
-        ValueError otherwise); ``prior`` and ``noise_prior`` only set up a
-        new posterior, so a continued fit does not use them.
+        (``hidden_layer_sizes``, ``fit_bias``, ``spike_and_slab``) must then
+        be unchanged, and so must ``prior``, ``noise_prior`` and ``device``,
+        which only set up a new posterior (a ValueError otherwise, as for a
+        later ``partial_fit``).
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
         (an error when CuPy or a GPU is missing), or the GPU when there is one.
@@ -176,6 +177,9 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     }
 
     _device_attributes = ("state_",)
+    _creation_params = ("prior", "noise_prior")
+    _online_counters = ("n_iter_", "n_rejected_", "n_noise_rejected_", "n_prior_skipped_",
+                        "n_prior_sweeps_rejected_")
 
     def __init__(
         self,
@@ -295,8 +299,22 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
 
     def _partial_fit_scaled(self, X, Y, xp, rng):
         # One pass over the batch in the given order (plus the EP sweep), as one
-        # epoch of fit with shuffle=False would do.
+        # epoch of fit with shuffle=False would do.  run_epoch returns a new
+        # state: the old one and the counters are a snapshot.
+        before = {name: getattr(self, name) for name in ("state_", *self._online_counters)}
+        n_curve = len(self.log_z_curve_)
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
+        if not np.isfinite(self.log_z_curve_[-1]):
+            # Every update of such a row is rejected, but the noise and prior
+            # updates would still move the model.
+            self.__dict__.update(before)
+            del self.log_z_curve_[n_curve:]
+            raise ValueError(
+                "PBPRegressor.partial_fit: a row of this batch has zero likelihood under the "
+                "model (log Z = -inf), so the batch is refused and the model is as it was.  "
+                "Its values are far outside the scale of the first call's data, which every "
+                "batch is standardised with; rescale y (or X)."
+            )
 
     def _run_epoch(self, X, Y, order, xp):
         self.state_, info = pbp.run_epoch(

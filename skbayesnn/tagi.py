@@ -189,7 +189,10 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     sigma_v : float > 0, default=0.3
         Standard deviation of the observation noise, in units of the
         standardised target (the paper's UCI values range from 0.07 to 0.74;
-        tune it with ``GridSearchCV`` and an NLPD scorer).
+        tune it with ``GridSearchCV`` and an NLPD scorer).  Prediction reads
+        it again at every call (the predictive's noise part): a value set
+        after ``fit`` changes the predictive without refitting, while the
+        posterior keeps what training with the old value learned.
     batch_size : int, default=10
         Rows per update; per-row contributions within a batch are summed
         (tagi.md §4.4).  The sum treats the rows as independent evidence, so a
@@ -366,7 +369,9 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     activation : {"relu", "leaky_relu", "tanh", "sigmoid", "softplus"}, default="relu"
     sigma_v : float > 0, default=0.3
         Observation noise of the +-1 node targets (the paper's MNIST grid was
-        0.1–0.4).
+        0.1–0.4).  With ``proba_noise=True`` prediction reads it again at
+        every call, as it reads ``alpha`` and ``proba_noise``: values set after
+        ``fit`` change the probabilities without refitting.
     alpha : float > 0, default=1/3
         Scale of the probit link ``Phi(y / alpha)``.
     proba_noise : bool, default=True

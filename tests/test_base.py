@@ -708,14 +708,19 @@ def test_partial_fit_of_a_model_pickled_without_its_creation_values_goes_on(rng)
     X = rng.normal(size=(30, 2))
     y = X[:, 0]
     reg = MessagePassingRegressor((4,), batch_size=16, random_state=0).partial_fit(X, y)
-    assert reg._creation_values == {"prior_var": None, "bias_prior_var": 0.5,
+    assert reg._creation_values == {"device": "cpu", "prior_var": None, "bias_prior_var": 0.5,
                                     "max_abs_z": None}
     old = pickle.loads(pickle.dumps(reg))
     del old._creation_values
     old.set_params(prior_var=2.0).partial_fit(X, y)
     assert old.n_iter_ == 2
-    with pytest.raises(ValueError, match="prior_var=None.*prior_var=2.0"):
+    with pytest.raises(ValueError, match=r"prior_var=None.*prior_var=\[2\.0, 2\.0\]"):
         reg.set_params(prior_var=2.0).partial_fit(X, y)
+    # compared as they take effect: one value, or the same value per layer
+    reg = MessagePassingRegressor((4,), prior_var=np.array([0.5, 0.5]), batch_size=16,
+                                  random_state=0).partial_fit(X, y)
+    reg.set_params(prior_var=0.5).partial_fit(X, y)
+    assert reg.n_iter_ == 2
 
 
 @pytest.mark.parametrize("make, column_shape", [
@@ -761,6 +766,9 @@ def test_a_constant_target_warns_that_its_scale_is_one(rng, make):
         warnings.simplefilter("error")
         model = make().fit(X, 1000.0 + 1e-6 * rng.normal(size=40))
     assert np.all(model.predict(X, return_std=True)[1] < 1e-4)
+    # a spread of a few ulps is taken for a constant too (scale 1): it warns
+    with pytest.warns(UserWarning, match="y is constant"):
+        make().fit(X, 1000.0 + 1e-12 * rng.normal(size=40))
 
 
 def test_predict_log_proba_is_the_log_of_predict_proba(rng):
@@ -783,22 +791,40 @@ def test_partial_fit_with_one_class_names_the_classes_argument(rng):
 @pytest.mark.parametrize("make", [
     lambda: BayesianLinearRegressor(),
     lambda: TAGIRegressor(hidden_layer_sizes=(8,), max_epochs=2, random_state=0),
+    lambda: PBPRegressor((8,), max_epochs=2, random_state=0),
 ])
 @pytest.mark.parametrize("level", [1e160, 1e300])
 def test_partial_fit_refuses_a_batch_that_leaves_the_model_unable_to_predict(rng, make, level):
     # Targets far beyond the first call's scale: BayesianLinearRegressor's sums
     # of squares overflow (its coefficients became NaN); TAGI keeps a finite
     # posterior whose predictive overflows everywhere.  Both were accepted,
-    # after which every prediction raised.  The batch is refused, the model
-    # is as it was, and training goes on with ordinary data.
+    # after which every prediction raised.  PBP rejected every update of the
+    # batch (log Z = -inf) but its noise and prior updates still moved the
+    # model.  The batch is refused, the model (counters included) is as it
+    # was, and training goes on with ordinary data.
     X = rng.normal(size=(100, 2))
     y = X[:, 0] + 0.1 * rng.normal(size=100)
     model = make().partial_fit(X, y)
     before = model.predict(X, return_std=True)
+    counters = {k: v for k, v in vars(model).items() if isinstance(v, (int, np.integer))}
     with pytest.raises(ValueError, match="the batch is refused and the model is as it was"):
         model.partial_fit(X[:10], np.full(10, level))
     for a, b in zip(model.predict(X, return_std=True), before):
         np.testing.assert_array_equal(a, b)
+    assert counters == {k: v for k, v in vars(model).items() if isinstance(v, (int, np.integer))}
     model.partial_fit(X, y)
     assert np.all(np.isfinite(model.predict(X)))
     assert np.corrcoef(model.predict(X), y)[0, 1] > 0.9
+
+
+def test_a_device_change_before_a_later_partial_fit_is_refused(rng, monkeypatch):
+    # The device is chosen when the model is created; a later partial_fit with
+    # another device went on silently on the first one.
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0]
+    reg = BayesianLinearRegressor().partial_fit(X, y)
+    with pytest.raises(ValueError, match=r"\(device='cpu'\), but the parameters now ask for "
+                       r"device='cuda'"):
+        reg.set_params(device="cuda").partial_fit(X, y)
+    reg.set_params(device="cpu").partial_fit(X, y)
+    assert reg.stats_.n == 60

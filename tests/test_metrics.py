@@ -916,3 +916,44 @@ def test_one_categorical_distribution_serves_every_sample():
     d3 = CategoricalPredictive([0.2, 0.3, 0.5], classes=[0, 1, 2])
     np.testing.assert_allclose(M.categorical_nll([2, 2, 0], d3),
                                -(2 * np.log(0.5) + np.log(0.2)) / 3)
+
+
+def test_multi_output_metrics_score_every_output(rng):
+    # A multi-output model predicts independent outputs: NLPD is the joint
+    # one (the sum over outputs), CRPS and coverage the mean over outputs.
+    # They raised "y_true must be 1-D", so GridSearchCV scored NaN everywhere.
+    n, k = 40, 3
+    mean = rng.normal(size=(n, k))
+    var = rng.uniform(0.2, 2.0, size=(n, k))
+    y = mean + np.sqrt(var) * rng.normal(size=(n, k))
+    dist = NormalPredictive(mean, var)
+    w = rng.uniform(0.5, 2.0, size=n)
+    logp = stats.norm.logpdf(y, mean, np.sqrt(var))
+    assert M.nlpd(y, dist) == pytest.approx(-np.mean(logp.sum(axis=1)), rel=1e-12)
+    assert M.nlpd(y, dist, sample_weight=w) == pytest.approx(
+        -np.average(logp.sum(axis=1), weights=w), rel=1e-12)
+    assert M.crps(y, dist) == pytest.approx(
+        M.crps_gaussian(y.ravel(), mean.ravel(), np.sqrt(var).ravel()), rel=1e-12)
+    lo, hi = stats.norm.interval(0.9, mean, np.sqrt(var))
+    inside = (lo <= y) & (y <= hi)
+    assert M.coverage(y, dist, 0.9, sample_weight=w) == pytest.approx(
+        np.average(inside.mean(axis=1), weights=w), rel=1e-12)
+    mix = GaussianMixturePredictive(np.stack([mean, mean + 1], -1), np.stack([var, var], -1),
+                                    np.full((n, k, 2), 0.5))
+    assert M.nlpd(y, mix) == pytest.approx(-np.mean(mix.logpdf(y).sum(axis=1)), rel=1e-12)
+    with pytest.raises(ValueError, match="same batch shape"):
+        M.nlpd(y, NormalPredictive(mean[:, :2], var[:, :2]))
+
+
+def test_grid_search_scores_a_multi_output_model(rng):
+    from skbayesnn import TAGIRegressor
+
+    X = rng.normal(size=(60, 3))
+    y = X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=60)
+    Y = np.c_[y, -y + 0.3 * rng.normal(size=60)]
+    search = GridSearchCV(TAGIRegressor((8,), max_epochs=3, random_state=0),
+                          {"sigma_v": [0.1, 0.3, 3.0]}, cv=3,
+                          scoring=M.neg_nlpd_scorer).fit(X, Y)
+    scores = search.cv_results_["mean_test_score"]
+    assert np.all(np.isfinite(scores))
+    assert search.best_params_["sigma_v"] != 3.0  # noise ten times too large loses

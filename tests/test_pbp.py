@@ -112,12 +112,20 @@ def test_warm_start_continues_training(rng):
     cold = PBPRegressor(max_epochs=2, **kw).fit(X, y).fit(X, y)
     assert cold.n_iter_ == 2
     # A continued fit cannot change the network's shape, nor take an invalid prior.
+    # The priors only set up a new posterior: a change is refused, as by a
+    # later partial_fit (it was silently ignored).
     for change in ({"hidden_layer_sizes": (9,)}, {"fit_bias": False},
-                   {"spike_and_slab": True}):
+                   {"spike_and_slab": True}, {"prior": (2.0, 50.0)},
+                   {"noise_prior": (2.0, 0.01)}):
         with pytest.raises(ValueError, match="warm_start continues the fitted model"):
             clone(warm).fit(X, y).set_params(**change).fit(X, y)
     with pytest.raises(ValueError, match="prior"):
         clone(warm).fit(X, y).set_params(prior=(0.0, 0.0)).fit(X, y)
+    online = PBPRegressor(**kw).partial_fit(X, y).set_params(noise_prior=(2.0, 0.01))
+    with pytest.raises(ValueError, match=r"partial_fit continues the fitted model \(noise_prior"):
+        online.partial_fit(X, y)
+    online.set_params(noise_prior=[6.0, 6.0]).partial_fit(X, y)  # as it was (a list is fine)
+    assert online.n_iter_ == 2
 
 
 def test_spike_and_slab_takes_effect_at_the_next_fit_only(rng):

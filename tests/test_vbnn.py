@@ -1,6 +1,7 @@
 """VBNNRegressor: scikit-learn behaviour, restarts, node selection, SVI, hard data."""
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -326,3 +327,19 @@ def test_svi_epoch_visits_every_row_once(rng, monkeypatch, n, batch_size, sizes)
     reg = VBNNRegressor(hidden_layer_sizes=(3,), solver="svi", batch_size=batch_size, max_iter=2,
                         tol=0.0, n_init=1, random_state=0).fit(X, np.sin(2 * X[:, 0]))
     assert reg.n_iter_ == 2 and seen == sizes * 2
+
+
+def test_a_fit_stopped_by_max_iter_warns(rng):
+    # As sklearn's iterative estimators: converged_ False for a restart means
+    # a ConvergenceWarning naming max_iter and tol; a converged fit is silent.
+    from sklearn.exceptions import ConvergenceWarning
+
+    X = rng.uniform(-2, 2, size=(80, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=80)
+    with pytest.warns(ConvergenceWarning, match=r"2 of 2 restart\(s\) stopped at max_iter=3"):
+        model = VBNNRegressor((6,), max_iter=3, n_restarts=2, random_state=0).fit(X, y)
+    assert not np.any(model.converged_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = VBNNRegressor((6,), tol=1e-2, random_state=0).fit(X, y)
+    assert np.all(model.converged_)

@@ -541,22 +541,28 @@ def _sigmoid_moments_nonpositive(xp, mean, var, n):
     # cancellation in E[s^2] - E[s]^2: their ratio is exp(-v) times a factor
     # near 1.
     lag = _use_laguerre(xp, mean, std)
-    tilt = (std > _S_SWITCH) & ~lag
-    # Selected lanes have m + 2 v <= -8 std (far tail), so the exponents are
-    # <= 0; other lanes get v = 0 here (mean <= 0: nothing overflows).
-    vt = xp.where(tilt, var, 0.0)
-    one = expit(-(m + vt[..., None] + std_l * x))
-    two = expit(-(m + 2.0 * vt[..., None] + std_l * x))
-    t_mean = xp.exp(mean + 0.5 * vt) * (one @ w)
-    t_second = xp.exp(2.0 * mean + 2.0 * vt) * ((two * two) @ w)
-    t_var = t_second - t_mean * t_mean
-    t_jac = xp.exp(mean + 0.5 * vt) * ((one * one) @ w)
+    wide = std > _S_SWITCH
+    # The rule for E[s^k] needs its tilted Gaussian N(m + k v, v) 8 std below
+    # the kink: for the variance (k = 2) that is the far tail, where Laguerre
+    # is not used; the mean and E[s'] (k = 1) take it more widely, also where
+    # Laguerre nodes are too sparse for a large |m| (sigmoid(-569.5, v=225):
+    # Laguerre's mean was 1e-12 of the true one).  Selected lanes have
+    # exponents <= 0; other lanes get v = 0 here (mean <= 0: nothing overflows).
+    tilt1 = wide & (mean + var + 8.0 * std <= 0.0)
+    tilt2 = wide & ~lag
+    v1 = xp.where(tilt1, var, 0.0)
+    v2 = xp.where(tilt2, var, 0.0)
+    one = expit(-(m + v1[..., None] + std_l * x))
+    two = expit(-(m + 2.0 * v2[..., None] + std_l * x))
+    t_mean = xp.exp(mean + 0.5 * v1) * (one @ w)
+    t_jac = xp.exp(mean + 0.5 * v1) * ((one * one) @ w)
+    t_var = xp.exp(2.0 * mean + 2.0 * v2) * ((two * two) @ w) - t_mean * t_mean
 
     # s(Z) lies in [0, 1], so its mean does, and E[s'] in [0, 1/4]; the clips
     # only remove quadrature/rounding error.
-    mean_out = xp.clip(xp.where(lag, l_mean, xp.where(tilt, t_mean, gh_mean)), 0.0, 1.0)
-    var_out = xp.clip(xp.where(lag, l_var, xp.where(tilt, t_var, gh_var)), 0.0, 0.25)
-    jac = xp.clip(xp.where(lag, l_jac, xp.where(tilt, t_jac, gh_jac)), 0.0, 0.25)
+    mean_out = xp.clip(xp.where(tilt1, t_mean, xp.where(lag, l_mean, gh_mean)), 0.0, 1.0)
+    var_out = xp.clip(xp.where(tilt2, t_var, xp.where(lag, l_var, gh_var)), 0.0, 0.25)
+    jac = xp.clip(xp.where(tilt1, t_jac, xp.where(lag, l_jac, gh_jac)), 0.0, 0.25)
     return mean_out, var_out, jac
 
 
@@ -693,10 +699,11 @@ def moment_matched_moments(name, mean, var, *, negative_slope=0.01, n_quadrature
     Monte Carlo standard errors of 1e5 samples).  There the step (Heaviside for
     sigmoid/tanh, ReLU for softplus) is integrated exactly and the exponentially
     decaying remainder by Gauss-Laguerre on each half-line -- except far in the
-    saturated tail (``|mean|/std >= 2 std + 8``), where Laguerre nodes are too
-    sparse: there the sigmoid's moments come from Gauss-Hermite under
-    exponential tilting (``s(z) = e^z s(-z)``, so ``E[s(Z)^k] = exp(k m + k^2
-    v/2) E[s(-Y)^k]`` with ``Y ~ N(m + k v, v)`` centred where the mass is).
+    saturated tail, where Laguerre nodes are too sparse: there the sigmoid's
+    moments come from Gauss-Hermite under exponential tilting (``s(z) = e^z
+    s(-z)``, so ``E[s(Z)^k] = exp(k m + k^2 v/2) E[s(-Y)^k]`` with ``Y ~ N(m +
+    k v, v)`` centred where the mass is), for the mean and ``E[s']`` where
+    ``m + v + 8 std <= 0`` and for the variance where ``m + 2 v + 8 std <= 0``.
     Differences ``g(m + h) - g(m)`` over the exact step ``h = std x`` come from
     identities in ``h`` (``expm1``, ``log1p``), since ``m + h`` rounds to ``m``
     for tiny variances, so that ``Var = g'(m)^2 v`` holds to rounding down to
