@@ -110,8 +110,9 @@ def _fit_target_scaler(Y):
     units (noise levels, priors) act in the target's own units."""
     scaler = _fit_standard_scaler(Y, "y")
     # StandardScaler's rule for "constant" also takes columns whose variance is
-    # rounding noise (values a few ulps apart)
-    constant = np.flatnonzero((scaler.scale_ == 1.0) & (scaler.var_ != 1.0))
+    # rounding noise (values a few ulps apart); a standardised column has
+    # variance 1 up to rounding and scale 1 as well
+    constant = np.flatnonzero((scaler.scale_ == 1.0) & (np.abs(scaler.var_ - 1.0) > 1e-6))
     if constant.size:
         warnings.warn(
             f"y is constant (column(s) {constant.tolist()}) in the data that sets its "
@@ -330,6 +331,15 @@ class _BayesianEstimatorMixin:
         """Parameter ``name`` of :attr:`_creation_params` as it takes effect, in a
         form that ``==`` compares (an estimator may resolve it, e.g. a scalar
         meaning one value per layer)."""
+        if name == "device":
+            try:
+                device = resolve_device(self.device)  # "auto" is "cpu" without a GPU
+            except Exception:  # no GPU now: compared as asked
+                return self.device
+            if device == "cpu" and self.__dict__.get("device_") == "cuda" and not (
+                    cuda_available()):
+                return "cuda"  # a GPU model loaded without a GPU computes on the CPU anyway
+            return device
         return _comparable(getattr(self, name))
 
     def _check_structure(self, action="partial_fit", remedy="call fit to start a new one"):

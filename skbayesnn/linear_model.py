@@ -115,7 +115,13 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
     def _init_online(self, n_features, n_outputs, xp, rng):
         self.stats_ = None
 
+    _posterior_attributes = ("stats_", "prior_precision_", "noise_precision_", "log_evidence_",
+                             "posterior_", "coef_", "intercept_", "coef_cov_")
+
     def _partial_fit_scaled(self, X, Y, xp, rng):
+        # _update_posterior rebinds these attributes: a shallow copy is a snapshot
+        before = {name: self.__dict__[name] for name in self._posterior_attributes
+                  if name in self.__dict__}
         with np.errstate(over="ignore", invalid="ignore"):  # checked just below
             batch = lg.LinearGaussianStats.from_data(X, Y[:, 0])
             stats = batch if self.stats_ is None else self.stats_ + batch
@@ -126,7 +132,12 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
                 "values are far outside the scale of the first call's data, which every "
                 "batch is standardised with; rescale y (or X)."
             )
-        self._update_posterior(stats)
+        # finite statistics can still overflow the evidence and give a predictive
+        # that overflows in y's units (a first batch at 1e150, then one at 1e303):
+        # checked on the result
+        with np.errstate(over="ignore", invalid="ignore"):
+            self._update_posterior(stats)
+        self._check_batch_predictable(X, xp, lambda: self.__dict__.update(before))
 
     def _update_posterior(self, stats):
         """Compute the posterior from ``stats``; state changes only on success."""

@@ -62,7 +62,10 @@ class _MessagePassingMixin:
     def _creation_value(self, name):
         if name == "prior_var" and self.prior_var is not None:
             # one value per weight layer: 0.5 and [0.5, 0.5] are the same prior
-            return self._prior_var(len(check_hidden_layer_sizes(self.hidden_layer_sizes)) + 1)
+            try:
+                return self._prior_var(len(check_hidden_layer_sizes(self.hidden_layer_sizes)) + 1)
+            except ValueError:  # changed layers: the network comparison says so
+                pass
         return super()._creation_value(name)
 
     def _alpha(self):

@@ -96,7 +96,8 @@ def _check_y(y_true, name="y_true"):
     )
     if y.ndim == 2 and y.shape[1] != 1:
         raise ValueError(
-            f"{name} must be 1-D (single-output targets); got an array of shape {y.shape}."
+            f"{name} must be 1-D (single-output targets; nlpd, crps and coverage also take "
+            f"several outputs); got an array of shape {y.shape}."
         )
     return column_or_1d(y, input_name=name).astype(np.float64, copy=False)
 
@@ -182,7 +183,8 @@ def _dist_output(values, n, what):
     if out.shape != (n,):
         raise ValueError(
             f"{what} returned an array of shape {out.shape}; expected ({n},) to match "
-            "y_true (single-output predictive distributions only)."
+            "y_true (single-output predictive distributions; nlpd, crps and coverage also "
+            "take several outputs)."
         )
     return out
 
@@ -216,7 +218,8 @@ def _y_like_dist(y, y_dist):
     if math.prod(shape) != n:
         raise ValueError(
             f"y_dist describes {math.prod(shape)} predictive distributions (batch shape "
-            f"{shape}) but y_true has {n} samples (inconsistent lengths; single-output "
+            f"{shape}) but y_true has {n} samples (inconsistent lengths; for several outputs "
+            "y_true must have the predictive's shape (n_samples, n_outputs); single-output "
             "predictive distributions only)."
         )
     return y.reshape(shape)
@@ -352,19 +355,28 @@ def nlpd(y_true, y_dist, *, sample_weight=None):
     --------
     gaussian_nlpd : closed form from means and standard deviations.
     """
-    logpdf = _require(
-        y_dist, "logpdf", "nlpd", " For class probabilities use categorical_nll."
-    )
+    _require(y_dist, "logpdf", "nlpd", " For class probabilities use categorical_nll.")
     columns = _output_columns(y_true, y_dist, "nlpd")
-    if columns is not None:
-        return sum(nlpd(y, d, sample_weight=sample_weight) for y, d in columns)
+    if columns is None:
+        columns = [(y_true, y_dist)]
+    with np.errstate(invalid="ignore"):  # inf + -inf: checked just below
+        lp = sum(_logpdf_values(y, d) for y, d in columns)  # joint, per sample
+    if np.any(np.isnan(lp)):
+        raise ValueError(
+            "the joint density of a sample's outputs is undefined: one output's point-mass "
+            "predictive hits its target (+inf) and another's misses (-inf)."
+        )
+    return -_weighted_mean(lp, _check_weights(sample_weight, lp.shape[0]))
+
+
+def _logpdf_values(y_true, y_dist):
+    """``y_dist.logpdf(y_true)`` per sample, validated (one output)."""
     y = _check_y(y_true)
-    sw = _check_weights(sample_weight, y.shape[0])
-    lp = _dist_output(logpdf(_y_like_dist(y, y_dist)), y.shape[0],
+    lp = _dist_output(y_dist.logpdf(_y_like_dist(y, y_dist)), y.shape[0],
                       f"{type(y_dist).__name__}.logpdf")
     if np.any(np.isnan(lp)):
         raise ValueError("y_dist.logpdf returned NaN.")
-    return -_weighted_mean(lp, sw)
+    return lp
 
 
 # ------------------------------------------------------------------------------ CRPS
@@ -575,8 +587,9 @@ def crps(y_true, y_dist, *, sample_weight=None):
     y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
     y_dist : NormalPredictive, GaussianMixturePredictive or frozen scipy.stats.norm
         With a batch of ``n_samples`` elements (e.g. ``(n_samples,)`` or
-        ``(n_samples, 1)``), or 0-d (one distribution for every sample); for
-        several outputs, the batch shape ``(n_samples, n_outputs)``.
+        ``(n_samples, 1)``), or 0-d (one distribution for every sample; one
+        output only); for several outputs, the batch shape ``(n_samples,
+        n_outputs)``.
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns
@@ -720,14 +733,18 @@ def mean_interval_width(y_dist, confidence=0.95, *, sample_weight=None):
     -------
     width : float
         For a Gaussian, :math:`2\,\Phi^{-1}((1+c)/2)` times the mean standard
-        deviation.
+        deviation.  For a predictive of batch shape ``(n_samples,
+        n_outputs)``, the mean over outputs.
     """
     confidence = _check_confidence(confidence)
     interval = _require(y_dist, "interval", "mean_interval_width")
     lo, hi = interval(confidence)
-    lo = np.asarray(lo, dtype=np.float64).reshape(-1)
-    hi = np.asarray(hi, dtype=np.float64).reshape(-1)
-    return interval_width(lo, hi, sample_weight=sample_weight)
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    if lo.ndim == 2 and lo.shape[1] > 1:  # several outputs: the mean over them
+        return float(np.mean([interval_width(lo[:, j], hi[:, j], sample_weight=sample_weight)
+                              for j in range(lo.shape[1])]))
+    return interval_width(lo.reshape(-1), hi.reshape(-1), sample_weight=sample_weight)
 
 
 def _abs_coverage_error(y_true, y_dist, confidence=0.95, *, sample_weight=None):

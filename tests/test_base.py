@@ -766,9 +766,15 @@ def test_a_constant_target_warns_that_its_scale_is_one(rng, make):
         warnings.simplefilter("error")
         model = make().fit(X, 1000.0 + 1e-6 * rng.normal(size=40))
     assert np.all(model.predict(X, return_std=True)[1] < 1e-4)
-    # a spread of a few ulps is taken for a constant too (scale 1): it warns
+    # a spread of a few ulps is taken for a constant too (scale 1): it warns;
+    # an already standardised y (variance 1 up to rounding, scale 1) does not
     with pytest.warns(UserWarning, match="y is constant"):
         make().fit(X, 1000.0 + 1e-12 * rng.normal(size=40))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for seed in range(20):
+            z = np.random.default_rng(seed).normal(size=40)
+            make().fit(X, (z - z.mean()) / z.std())
 
 
 def test_predict_log_proba_is_the_log_of_predict_proba(rng):
@@ -828,3 +834,29 @@ def test_a_device_change_before_a_later_partial_fit_is_refused(rng, monkeypatch)
         reg.set_params(device="cuda").partial_fit(X, y)
     reg.set_params(device="cpu").partial_fit(X, y)
     assert reg.stats_.n == 60
+
+
+def test_a_batch_whose_predictive_overflows_is_refused_by_bayesian_linear_regression(rng):
+    # Finite statistics, but a predictive that overflows in y's units: a first
+    # batch at 1e150 (its scale), then one at 1.3e303.
+    X = rng.normal(size=(100, 2))
+    reg = BayesianLinearRegressor().partial_fit(X, 1e150 * (X[:, 0] + 0.1 * rng.normal(size=100)))
+    before = reg.predict(X, return_std=True)
+    with pytest.raises(ValueError, match="the batch is refused and the model is as it was"):
+        reg.partial_fit(X[:10], np.full(10, 1.3e303))
+    for a, b in zip(reg.predict(X, return_std=True), before):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_device_is_compared_as_it_takes_effect(rng, monkeypatch):
+    # "auto" is the CPU without a GPU; a GPU model loaded where there is none
+    # computes on the CPU anyway, so device="cpu" goes on with it.
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0]
+    reg = BayesianLinearRegressor(device="auto").partial_fit(X, y)
+    reg.set_params(device="cpu").partial_fit(X, y)
+    reg.device_ = "cuda"
+    reg._creation_values["device"] = "cuda"
+    with pytest.warns(RuntimeWarning, match="no GPU is available"):
+        reg.partial_fit(X, y)
+    assert reg.stats_.n == 90

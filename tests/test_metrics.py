@@ -943,6 +943,13 @@ def test_multi_output_metrics_score_every_output(rng):
     assert M.nlpd(y, mix) == pytest.approx(-np.mean(mix.logpdf(y).sum(axis=1)), rel=1e-12)
     with pytest.raises(ValueError, match="same batch shape"):
         M.nlpd(y, NormalPredictive(mean[:, :2], var[:, :2]))
+    assert M.mean_interval_width(dist, 0.9, sample_weight=w) == pytest.approx(
+        np.average((hi - lo).mean(axis=1), weights=w), rel=1e-12)
+    # a point mass that hits one output and one that misses another: the joint
+    # density is undefined (inf + -inf), an error rather than NaN
+    with pytest.raises(ValueError, match="undefined"):
+        point = NormalPredictive(np.zeros((2, 2)), [[0.0, 0.0], [1.0, 1.0]])
+        M.nlpd([[0.0, 1.0], [0.0, 0.0]], point)
 
 
 def test_grid_search_scores_a_multi_output_model(rng):

@@ -435,6 +435,12 @@ def test_wide_gaussians_far_in_the_saturated_tail_keep_relative_accuracy():
         assert mean_out == pytest.approx(e1, rel=1e-9, abs=0)
         assert var_out == pytest.approx(e1**2 * math.expm1(s * s), rel=1e-9, abs=0)
         assert jac == pytest.approx(e1, rel=1e-9, abs=0)
+    # Beyond that band the mean and E[s'] still take the tilted rule where its
+    # Gaussian is 8 std below the kink: at (-569.5, 225) Laguerre's mean was
+    # 1e-12 of the true one (corrections below exp(m + 3 v / 2) = e^-232).
+    mean_out, _, jac = moment_matched_moments("sigmoid", -569.5, 225.0)
+    assert mean_out == pytest.approx(math.exp(-569.5 + 112.5), rel=1e-9, abs=0)
+    assert jac == pytest.approx(math.exp(-569.5 + 112.5), rel=1e-9, abs=0)
     for m, v in [(-80.0, 12.25), (-60.0, 9.0)]:
         mean_out, var_out, _ = moment_matched_moments("tanh", m, v)
         e1 = math.exp(2 * m + 2 * v)  # E[s(2 Z)], 2 Z ~ N(2 m, 4 v)
