@@ -332,14 +332,15 @@ class _BayesianEstimatorMixin:
         form that ``==`` compares (an estimator may resolve it, e.g. a scalar
         meaning one value per layer)."""
         if name == "device":
-            try:
-                device = resolve_device(self.device)  # "auto" is "cpu" without a GPU
-            except Exception:  # no GPU now: compared as asked
-                return self.device
-            if device == "cpu" and self.__dict__.get("device_") == "cuda" and not (
-                    cuda_available()):
-                return "cuda"  # a GPU model loaded without a GPU computes on the CPU anyway
-            return device
+            # Compared with the device the model was created on (device_): "auto"
+            # goes on with it whatever the machine has now, and a GPU model loaded
+            # where there is no GPU computes on the CPU anyway, so "cpu" is no change.
+            created = self.__dict__.get("device_")
+            if created is None or self.device == "auto":
+                return created or self.device
+            if self.device == "cpu" and created == "cuda" and not cuda_available():
+                return "cuda"
+            return self.device
         return _comparable(getattr(self, name))
 
     def _check_structure(self, action="partial_fit", remedy="call fit to start a new one"):

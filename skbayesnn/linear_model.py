@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from numbers import Real
 
@@ -132,12 +133,30 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
                 "values are far outside the scale of the first call's data, which every "
                 "batch is standardised with; rescale y (or X)."
             )
-        # finite statistics can still overflow the evidence and give a predictive
+        # Finite statistics can still overflow the evidence and give a predictive
         # that overflows in y's units (a first batch at 1e150, then one at 1e303):
-        # checked on the result
-        with np.errstate(over="ignore", invalid="ignore"):
+        # checked on the result; the update's warnings are given only for a
+        # batch that is kept.
+        with warnings.catch_warnings(record=True) as caught, \
+                np.errstate(over="ignore", invalid="ignore"):
+            warnings.simplefilter("always")
             self._update_posterior(stats)
-        self._check_batch_predictable(X, xp, lambda: self.__dict__.update(before))
+
+        def restore():
+            self.__dict__.update(before)
+
+        fitted = (self.log_evidence_, self.prior_precision_, self.noise_precision_)
+        if not all(math.isfinite(v) for v in fitted):
+            restore()
+            raise ValueError(
+                "BayesianLinearRegressor.partial_fit: with this batch the evidence "
+                "overflows in float64, so the batch is refused and the model is as it was.  "
+                "Its values are far outside the scale of the first call's data, which every "
+                "batch is standardised with; rescale y (or X)."
+            )
+        self._check_batch_predictable(X, xp, restore)
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
     def _update_posterior(self, stats):
         """Compute the posterior from ``stats``; state changes only on success."""

@@ -361,12 +361,13 @@ def nlpd(y_true, y_dist, *, sample_weight=None):
         columns = [(y_true, y_dist)]
     with np.errstate(invalid="ignore"):  # inf + -inf: checked just below
         lp = sum(_logpdf_values(y, d) for y, d in columns)  # joint, per sample
-    if np.any(np.isnan(lp)):
+    sw = _check_weights(sample_weight, lp.shape[0])
+    if np.any(np.isnan(lp) & (True if sw is None else sw > 0)):
         raise ValueError(
             "the joint density of a sample's outputs is undefined: one output's point-mass "
             "predictive hits its target (+inf) and another's misses (-inf)."
         )
-    return -_weighted_mean(lp, _check_weights(sample_weight, lp.shape[0]))
+    return -_weighted_mean(lp, sw)
 
 
 def _logpdf_values(y_true, y_dist):
@@ -741,7 +742,7 @@ def mean_interval_width(y_dist, confidence=0.95, *, sample_weight=None):
     lo, hi = interval(confidence)
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
-    if lo.ndim == 2 and lo.shape[1] > 1:  # several outputs: the mean over them
+    if lo.ndim == 2 and lo.shape[0] > 1 and lo.shape[1] > 1:  # several outputs: their mean
         return float(np.mean([interval_width(lo[:, j], hi[:, j], sample_weight=sample_weight)
                               for j in range(lo.shape[1])]))
     return interval_width(lo.reshape(-1), hi.reshape(-1), sample_weight=sample_weight)

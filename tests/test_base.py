@@ -839,13 +839,25 @@ def test_a_device_change_before_a_later_partial_fit_is_refused(rng, monkeypatch)
 def test_a_batch_whose_predictive_overflows_is_refused_by_bayesian_linear_regression(rng):
     # Finite statistics, but a predictive that overflows in y's units: a first
     # batch at 1e150 (its scale), then one at 1.3e303.
+    # Likewise a batch whose evidence overflows (log_evidence_ was inf), and
+    # the update's warnings come only with a batch that is kept.
+    import pickle
+
+    # (which of these batches overflow depends on the data: a fixed draw)
+    rng = np.random.default_rng(0)
     X = rng.normal(size=(100, 2))
-    reg = BayesianLinearRegressor().partial_fit(X, 1e150 * (X[:, 0] + 0.1 * rng.normal(size=100)))
-    before = reg.predict(X, return_std=True)
-    with pytest.raises(ValueError, match="the batch is refused and the model is as it was"):
-        reg.partial_fit(X[:10], np.full(10, 1.3e303))
-    for a, b in zip(reg.predict(X, return_std=True), before):
-        np.testing.assert_array_equal(a, b)
+    noise = 0.1 * rng.normal(size=100)
+    for first, batch in ((1e150 * (X[:, 0] + noise), np.full(10, 1.3e303)),  # predictive
+                         (1e150 * (X[:, 0] + noise), 1.3e303 * X[:10, 0]),  # evidence
+                         (X[:, 0] + noise, 2e153 * X[:10, 0])):  # evidence
+        reg = BayesianLinearRegressor().partial_fit(X, first)
+        before = pickle.dumps(reg)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(ValueError, match="the batch is refused and the model is as it"):
+                reg.partial_fit(X[:10], batch)
+        assert caught == []
+        assert pickle.dumps(reg) == before
 
 
 def test_the_device_is_compared_as_it_takes_effect(rng, monkeypatch):
@@ -855,8 +867,13 @@ def test_the_device_is_compared_as_it_takes_effect(rng, monkeypatch):
     y = X[:, 0]
     reg = BayesianLinearRegressor(device="auto").partial_fit(X, y)
     reg.set_params(device="cpu").partial_fit(X, y)
+    # "auto" goes on with the device the model was created on, even where a
+    # GPU has appeared since
+    monkeypatch.setattr(_backend, "cuda_available", lambda: True)
+    reg.set_params(device="auto").partial_fit(X, y)
+    monkeypatch.undo()
     reg.device_ = "cuda"
     reg._creation_values["device"] = "cuda"
     with pytest.warns(RuntimeWarning, match="no GPU is available"):
         reg.partial_fit(X, y)
-    assert reg.stats_.n == 90
+    assert reg.stats_.n == 120

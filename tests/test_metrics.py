@@ -950,6 +950,13 @@ def test_multi_output_metrics_score_every_output(rng):
     with pytest.raises(ValueError, match="undefined"):
         point = NormalPredictive(np.zeros((2, 2)), [[0.0, 0.0], [1.0, 1.0]])
         M.nlpd([[0.0, 1.0], [0.0, 0.0]], point)
+    # (a sample of weight 0 is left out first, as for one output)
+    assert M.nlpd([[0.0, 1.0], [0.0, 0.0]], point, sample_weight=[0.0, 1.0]) == pytest.approx(
+        -2 * stats.norm.logpdf(0.0), rel=1e-12)
+    # a single-output predictive of shape (1, n) is not n outputs
+    row = NormalPredictive(mean[:, 0][None, :], var[:, 0][None, :])
+    assert M.mean_interval_width(row, 0.9, sample_weight=w) == pytest.approx(
+        np.average(hi[:, 0] - lo[:, 0], weights=w), rel=1e-12)
 
 
 def test_grid_search_scores_a_multi_output_model(rng):
