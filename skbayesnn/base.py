@@ -433,23 +433,37 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
             )
         return X, Y
 
+    def _snapshot(self, **copies):
+        """A function that puts the model's attributes back as they are now.
+        Updates rebind attributes, so a shallow copy is a snapshot; ``copies``
+        gives copies of those that an update changes in place."""
+        before = {**self.__dict__, **copies}
+
+        def restore():
+            self.__dict__.clear()
+            self.__dict__.update(before)
+
+        return restore
+
+    def _refuse_batch(self, why, restore):
+        """``restore()`` the model as it was before a ``partial_fit`` update and
+        raise a ValueError saying ``why`` the batch is refused."""
+        restore()
+        raise ValueError(
+            f"{type(self).__name__}.partial_fit: {why}, so the batch is refused and the "
+            "model is as it was.  Its values are far outside the scale of the first call's "
+            "data, which every batch is standardised with; rescale y (or X)."
+        )
+
     def _check_batch_predictable(self, X, xp, restore):
         """After a ``partial_fit`` update: the predictive, in ``y``'s units, is
         finite on the batch's own (standardised) rows ``X`` (at most 1000 of
-        them); otherwise ``restore()`` puts the model back as it was and a
-        ValueError says why.  A batch far outside the first call's scale can
-        leave a finite posterior whose predictive overflows everywhere."""
-        with np.errstate(over="ignore", invalid="ignore"):
-            mean, epi, ale = self._original_units(*self._predict_moments_scaled(X[:1000], xp))
-            total = epi + ale
-        if not all(bool(np.all(np.isfinite(a))) for a in (mean, epi, ale, total)):
-            restore()
-            raise ValueError(
-                f"{type(self).__name__}.partial_fit: after this batch the predictive would "
-                "overflow on the batch's own rows, so the batch is refused and the model "
-                "is as it was.  Its values are far outside the scale of the first call's "
-                "data, which every batch is standardised with; rescale y (or X)."
-            )
+        them); otherwise the batch is refused (:meth:`_refuse_batch`).  A batch
+        far outside the first call's scale can leave a finite posterior whose
+        predictive overflows everywhere."""
+        if not all(bool(np.all(np.isfinite(a))) for a in self._unscaled_moments(X[:1000], xp)):
+            self._refuse_batch("after this batch the predictive would overflow on the "
+                               "batch's own rows", restore)
 
     def _scale_Y(self, Y, xp):
         return to_device(self.y_scaler_.transform(Y), xp)
@@ -500,11 +514,18 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
             estimator takes several outputs.
         """
         X, xp = self._scaled_input(X)
-        with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a clear error
-            mean, epi, ale = self._original_units(*self._predict_moments_scaled(X, xp))
-            total = epi + ale  # (each part finite, their sum can overflow)
+        mean, epi, ale, total = self._unscaled_moments(X, xp)
         self._check_finite_prediction(X, mean, epi, ale, total)
         return NormalPredictive(mean, epistemic_var=epi, aleatoric_var=ale)
+
+    def _unscaled_moments(self, X, xp):
+        """``(mean, epistemic_var, aleatoric_var, total_var)`` of the predictive at
+        standardised rows ``X``, in ``y``'s units, computed with overflow
+        warnings off (callers check them: each part finite, the total can
+        still overflow)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, epi, ale = self._original_units(*self._predict_moments_scaled(X, xp))
+            return mean, epi, ale, epi + ale
 
     def _original_units(self, mean, epi, ale):
         """Standardised predictive moments ``(n, n_outputs)`` as host arrays in

@@ -116,23 +116,13 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
     def _init_online(self, n_features, n_outputs, xp, rng):
         self.stats_ = None
 
-    _posterior_attributes = ("stats_", "prior_precision_", "noise_precision_", "log_evidence_",
-                             "posterior_", "coef_", "intercept_", "coef_cov_")
-
     def _partial_fit_scaled(self, X, Y, xp, rng):
-        # _update_posterior rebinds these attributes: a shallow copy is a snapshot
-        before = {name: self.__dict__[name] for name in self._posterior_attributes
-                  if name in self.__dict__}
+        restore = self._snapshot()  # (_update_posterior rebinds its attributes)
         with np.errstate(over="ignore", invalid="ignore"):  # checked just below
             batch = lg.LinearGaussianStats.from_data(X, Y[:, 0])
             stats = batch if self.stats_ is None else self.stats_ + batch
         if not stats.is_finite():
-            raise ValueError(
-                "BayesianLinearRegressor.partial_fit: this batch's sums of squares overflow "
-                "in float64, so the batch is refused and the model is as it was.  Its "
-                "values are far outside the scale of the first call's data, which every "
-                "batch is standardised with; rescale y (or X)."
-            )
+            self._refuse_batch("this batch's sums of squares overflow in float64", restore)
         # Finite statistics can still overflow the evidence and give a predictive
         # that overflows in y's units (a first batch at 1e150, then one at 1e303):
         # checked on the result; the update's warnings are given only for a
@@ -141,19 +131,9 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
                 np.errstate(over="ignore", invalid="ignore"):
             warnings.simplefilter("always")
             self._update_posterior(stats)
-
-        def restore():
-            self.__dict__.update(before)
-
         fitted = (self.log_evidence_, self.prior_precision_, self.noise_precision_)
         if not all(math.isfinite(v) for v in fitted):
-            restore()
-            raise ValueError(
-                "BayesianLinearRegressor.partial_fit: with this batch the evidence "
-                "overflows in float64, so the batch is refused and the model is as it was.  "
-                "Its values are far outside the scale of the first call's data, which every "
-                "batch is standardised with; rescale y (or X)."
-            )
+            self._refuse_batch("with this batch the evidence overflows in float64", restore)
         self._check_batch_predictable(X, xp, restore)
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

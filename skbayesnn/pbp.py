@@ -178,8 +178,6 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
 
     _device_attributes = ("state_",)
     _creation_params = ("prior", "noise_prior")
-    _online_counters = ("n_iter_", "n_rejected_", "n_noise_rejected_", "n_prior_skipped_",
-                        "n_prior_sweeps_rejected_")
 
     def __init__(
         self,
@@ -300,21 +298,14 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     def _partial_fit_scaled(self, X, Y, xp, rng):
         # One pass over the batch in the given order (plus the EP sweep), as one
         # epoch of fit with shuffle=False would do.  run_epoch returns a new
-        # state: the old one and the counters are a snapshot.
-        before = {name: getattr(self, name) for name in ("state_", *self._online_counters)}
-        n_curve = len(self.log_z_curve_)
+        # state; the curve is appended to in place.
+        restore = self._snapshot(log_z_curve_=list(self.log_z_curve_))
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
         if not np.isfinite(self.log_z_curve_[-1]):
             # Every update of such a row is rejected, but the noise and prior
             # updates would still move the model.
-            self.__dict__.update(before)
-            del self.log_z_curve_[n_curve:]
-            raise ValueError(
-                "PBPRegressor.partial_fit: a row of this batch has zero likelihood under the "
-                "model (log Z = -inf), so the batch is refused and the model is as it was.  "
-                "Its values are far outside the scale of the first call's data, which every "
-                "batch is standardised with; rescale y (or X)."
-            )
+            self._refuse_batch("a row of this batch has zero likelihood under the model "
+                               "(log Z = -inf)", restore)
 
     def _run_epoch(self, X, Y, order, xp):
         self.state_, info = pbp.run_epoch(

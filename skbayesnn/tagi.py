@@ -337,14 +337,10 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     def _partial_fit_scaled(self, X, Y, xp, rng):
         # One pass over the batch in the given order, as one epoch of fit with
         # shuffle=False would do.
-        before = self.posterior_._replace(lambda a: a)  # (a snapshot: see _run_epoch)
-        counts = self.n_combined_, self.n_split_
+        # (the pass rebinds the posterior's arrays in its lists: new lists of the
+        # same arrays are a snapshot, see _run_epoch)
+        restore = self._snapshot(posterior_=self.posterior_._replace(lambda a: a))
         self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
-
-        def restore():
-            self.posterior_ = before
-            self.n_combined_, self.n_split_ = counts
-
         self._check_batch_predictable(X, xp, restore)
         self.n_iter_ += 1
 
