@@ -175,6 +175,18 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
                 ConvergenceWarning,
                 stacklevel=4,
             )
+        if fixed[1] is None and alpha <= (1.0 + 1e-9) / lg.PRECISION_BOUND:
+            # Only reachable through partial_fit: y is scaled by the first batch,
+            # so a later batch ~1e6 times wider puts the noise beyond the bound.
+            warnings.warn(
+                f"The evidence still increases at the search bound {1 / lg.PRECISION_BOUND:.4g} "
+                "of the noise precision: the fitted noise level is that bound, not a maximum, "
+                "and understates the noise (targets spread over about 1e6 times the scale of "
+                "the first partial_fit batch, which y is scaled by); pass a numeric "
+                "noise_precision or fit all the data at once.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
         self.stats_ = stats
         self.prior_precision_, self.noise_precision_ = lam, alpha
         self.log_evidence_ = lg.log_evidence(stats, lam, alpha, spec=spec)

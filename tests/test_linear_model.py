@@ -275,3 +275,27 @@ def test_precisions_stay_within_the_search_interval():
                     .partial_fit(X[n // 2:], y[n // 2:])):
             for value in (reg.prior_precision_, reg.noise_precision_):
                 assert np.exp(-30.0) * (1 - 1e-12) <= value <= np.exp(30.0) * (1 + 1e-12)
+
+
+def test_batch_far_wider_than_the_first_is_fitted_or_warned_at_the_lower_bound():
+    # y is scaled by the first partial_fit batch.  A later batch 1e6 times
+    # wider sent the polishing root-solve to exp(>709) (OverflowError); one
+    # 1e10 times wider wants a noise precision below the bound exp(-30),
+    # which gave no warning.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 2))
+    y = X @ [1.0, 2.0] + 0.1 * rng.normal(size=50)
+    wide = y + 1e6 * rng.normal(size=50)
+    reg = BayesianLinearRegressor().partial_fit(X, y).partial_fit(X, wide)
+    lam, alpha = reg.prior_precision_, reg.noise_precision_
+    best = lg.log_evidence(reg.stats_, lam, alpha)
+    for factor in (0.99, 1.01):  # a maximum, not a point the search stopped at
+        assert lg.log_evidence(reg.stats_, lam, alpha * factor) < best
+        # (the noise swamps the slope: the evidence is flat in the prior to 1e-15)
+        assert lg.log_evidence(reg.stats_, lam * factor, alpha) < best + 1e-12 * abs(best)
+    with pytest.warns(ConvergenceWarning, match="search bound .* understates the noise"):
+        reg = BayesianLinearRegressor().partial_fit(X, y).partial_fit(X, y + 1e10 * wide)
+    assert reg.noise_precision_ == pytest.approx(np.exp(-30.0), rel=1e-9, abs=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a numeric noise precision: nothing to warn of
+        BayesianLinearRegressor(noise_precision=1e-20).partial_fit(X, y).partial_fit(X, wide)

@@ -236,10 +236,15 @@ def maximize_evidence(stats, prior_precision=None, noise_precision=None, *, spec
         def worst(zz):
             return max(abs(g) for g in gradient(zz))
 
-        # (root may report no success yet have reached a far smaller gradient)
-        sol = root(gradient, z, method="hybr", tol=1e-14)
-        # (root is unbounded: along a flat direction it can run past the bounds)
-        if (all(abs(v) <= _LOG_BOUND for v in sol.x) and worst(sol.x) < worst(z)
+        # (root may report no success yet have reached a far smaller gradient;
+        # it is unbounded, and along a flat direction it can run past the bounds,
+        # as far as exp over- or underflows: the L-BFGS-B result then stands)
+        try:
+            sol = root(gradient, z, method="hybr", tol=1e-14)
+        except ArithmeticError:
+            sol = None
+        if (sol is not None and all(abs(v) <= _LOG_BOUND for v in sol.x)
+                and worst(sol.x) < worst(z)
                 and -objective(sol.x)[0] >= -res.fun - 1e-9 * abs(res.fun)):
             z = sol.x
     return tuple(unpack(z))
