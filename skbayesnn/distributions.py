@@ -25,6 +25,11 @@ of ``mean()``; for :class:`CategoricalPredictive` it is ``proba.shape[:-1]``
 Indexing (``dist[key]``) applies ``key`` to the batch shape with NumPy
 semantics and returns a distribution of the same class, every stored array
 (variance parts, components, member probabilities) being sliced alike.
+
+Arguments ``y`` and ``q`` broadcast with the batch shape as in NumPy, with one
+exception: a ``y`` holding one value per point in another layout (a column
+``(n, 1)`` against the batch ``(n,)``, or the reverse) raises ``ValueError``
+instead of broadcasting to ``(n, n)`` and pairing every value with every point.
 """
 
 from __future__ import annotations
@@ -104,11 +109,25 @@ def _check_probability(q, name):
     return q
 
 
+def _check_y_shape(y_shape, batch_shape):
+    """Broadcastable, and not one value per point in a transposed or extra-axis
+    layout: a y of shape (n, 1) against a batch (n,) would broadcast to (n, n),
+    pairing every value with every point (a silent wrong answer)."""
+    shape = _broadcast_shape([("y", y_shape), ("the distribution's batch shape", batch_shape)])
+    n = math.prod(batch_shape)
+    if y_shape != batch_shape and math.prod(y_shape) == n > 1 and math.prod(shape) > n:
+        raise ValueError(
+            f"y has one value per point of the distribution but shape {y_shape} against its "
+            f"batch shape {batch_shape}: broadcasting would pair every value with every "
+            f"point (shape {shape}). Reshape y to {batch_shape}."
+        )
+
+
 def _y_array(y, batch_shape):
     y = _as_float_array(y, "y")
     if np.any(np.isnan(y)):
         raise ValueError(f"y contains NaN ({int(np.count_nonzero(np.isnan(y)))} of {y.size}).")
-    _broadcast_shape([("y", y.shape), ("the distribution's batch shape", batch_shape)])
+    _check_y_shape(y.shape, batch_shape)
     return y
 
 
@@ -200,7 +219,19 @@ def _mixture_logpdf(yk, m, v, w):
     return np.where(spike, np.inf, out)
 
 
-class _ContinuousMixin:
+class _ReadOnlyArrays:
+    """Keeps the documented read-only arrays read-only through pickle and
+    ``copy.deepcopy`` (both rebuild arrays writeable; shared state would then be
+    open to in-place edits that break invariants such as var = parts' sum)."""
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        for value in self.__dict__.values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+
+
+class _ContinuousMixin(_ReadOnlyArrays):
     """Methods shared by the two continuous predictives (need mean/var/ppf/cdf/logpdf)."""
 
     def std(self):
@@ -349,7 +380,9 @@ class NormalPredictive(_ContinuousMixin):
         if var is None:
             ep = np.zeros(shape) if ep is None else ep
             al = np.zeros(shape) if al is None else al
-            var = ep + al
+            with np.errstate(over="ignore"):
+                var = ep + al
+            _check_finite(var, "epistemic_var + aleatoric_var")
         elif ep is not None and al is not None:
             diff = np.abs(ep + al - var)
             if np.any(diff > _PARTS_RTOL * np.abs(var)):
@@ -632,19 +665,27 @@ def _entropy_on_cuts(rel, s, log_coef, pos, ref):
     cut_s = np.where(pos, s, s[np.arange(r), ref][:, None])
     inv_s = 1.0 / s
     n_pieces = k * _ENTROPY_CUTS.size - 1
-    out = np.empty(r)
-    chunk = max(1, 2_000_000 // (n_pieces * nodes.size * k))
+    out = np.zeros(r)
+    # Temporaries of (rows, pieces, nodes, k) elements, at most ~2e6: rows in
+    # chunks, and for many components the pieces of a row too (K pieces per
+    # component, so one row alone is O(K^2)).
+    budget = 2_000_000 // (nodes.size * k)
+    chunk = max(1, budget // n_pieces)
+    piece_chunk = max(1, min(n_pieces, budget))
     for start in range(0, r, chunk):
         sl = slice(start, start + chunk)
         c = cut_m[sl].shape[0]
         cuts = np.sort((cut_m[sl][:, :, None] + cut_s[sl][:, :, None] * _ENTROPY_CUTS)
                        .reshape(c, -1), axis=1)
-        half = 0.5 * (cuts[:, 1:] - cuts[:, :-1])  # (c, P)
-        y = (0.5 * (cuts[:, 1:] + cuts[:, :-1]))[..., None] + half[..., None] * nodes
-        z = (y.reshape(c, -1, 1) - rel[sl][:, None, :]) * inv_s[sl][:, None, :]
-        logp = _logsumexp_last(_log_density_terms(log_coef[sl][:, None, :], z))
-        integrand = special.entr(np.exp(logp)).reshape(c, n_pieces, nodes.size)
-        out[sl] = np.sum(half * (integrand @ gl_w), axis=1)
+        for p0 in range(0, n_pieces, piece_chunk):
+            p1 = min(p0 + piece_chunk, n_pieces)
+            lo, hi = cuts[:, p0:p1], cuts[:, p0 + 1:p1 + 1]
+            half = 0.5 * (hi - lo)  # (c, pieces)
+            y = (0.5 * (hi + lo))[..., None] + half[..., None] * nodes
+            z = (y.reshape(c, -1, 1) - rel[sl][:, None, :]) * inv_s[sl][:, None, :]
+            logp = _logsumexp_last(_log_density_terms(log_coef[sl][:, None, :], z))
+            integrand = special.entr(np.exp(logp)).reshape(c, half.shape[1], nodes.size)
+            out[sl] += np.sum(half * (integrand @ gl_w), axis=1)
     return out
 
 
@@ -975,7 +1016,10 @@ class GaussianMixturePredictive(_ContinuousMixin):
             out[todo[at_hi]] = hi[todo[at_hi]]
             todo = todo[(f_lo < 0) & (f_hi > 0)]
         if todo.size:
-            res = find_root(excess, (lo[todo], hi[todo]), args=(todo,))
+            # fatol=0: the default (tiny) stops where |cdf - q| < 2e-308, i.e. at
+            # once for q below ~1e-292.
+            res = find_root(excess, (lo[todo], hi[todo]), args=(todo,),
+                            tolerances=dict(fatol=0.0))
             if not np.all(res.success):  # cannot happen with a valid bracket
                 raise RuntimeError("GaussianMixturePredictive.ppf: root finding did not converge.")
             out[todo] = res.x
@@ -1161,7 +1205,7 @@ def _check_simplex(p, name):
     return p / total[..., None]
 
 
-class CategoricalPredictive:
+class CategoricalPredictive(_ReadOnlyArrays):
     """Categorical predictive distribution of a classifier.
 
     Parameters
@@ -1307,7 +1351,7 @@ class CategoricalPredictive:
                 f"y contains labels that are not in classes: {bad.tolist()} (classes are "
                 f"{classes.tolist()})."
             )
-        _broadcast_shape([("y", y.shape), ("the distribution's batch shape", self.shape)])
+        _check_y_shape(y.shape, self.shape)
         return order[pos]
 
     def logpmf(self, y):
@@ -1398,7 +1442,10 @@ class CategoricalPredictive:
                 "mutual_information needs member probabilities: build the CategoricalPredictive "
                 "with member_proba (ensemble members or Monte Carlo samples)."
             )
-        return np.maximum(self.entropy() - self.expected_entropy(), 0.0)
+        # The entropy of the members' own mean, not of proba: proba may differ
+        # from it by 1e-6, which the steep entropy near 0 turns into ~1e-5 nats.
+        total = special.entr(self._member_proba.mean(axis=0)).sum(axis=-1)
+        return np.maximum(total - self.expected_entropy(), 0.0)
 
     def rvs(self, size=None, random_state=None):
         """Draw class labels.

@@ -625,3 +625,86 @@ def test_mixture_entropy_two_quadratures_agree():
     on_cuts = distributions._entropy_on_cuts(rel, s, log_coef, w > 0, ref)
     by_component = distributions._entropy_by_component(m, s, log_coef, w)
     np.testing.assert_allclose(on_cuts, by_component, rtol=1e-13)
+
+
+def test_entropy_of_many_components_in_piece_chunks(rng):
+    # With K >= ~124 components one row's pieces are split into chunks (a row
+    # alone took O(K^2) memory: 2.8 GB at K = 600); the chunks must add up.
+    k = 150
+    same = GaussianMixturePredictive(np.full((1, k), 2.0), np.full((1, k), 3.0),
+                                     rng.dirichlet(np.ones(k)))
+    assert_allclose(same.entropy(), 0.5 * np.log(2 * np.pi * np.e * 3.0), rtol=1e-10)
+    d = GaussianMixturePredictive(rng.normal(size=(1, k)) * 5, rng.uniform(0.01, 2.0, (1, k)))
+    draws = d.rvs(N_MC, random_state=0)[:, 0]
+    neg_logp = -d.logpdf(draws[:, None])[:, 0]
+    mean, _, se, _ = mc_moments(neg_logp)
+    assert_mc_close(d.entropy()[0], mean, se, what="entropy")
+
+
+def test_y_with_one_value_per_point_in_another_layout_is_refused():
+    # (n, 1) against a batch (n,) broadcast to (n, n): every y paired with
+    # every point, a silent wrong logpdf / cdf / coverage.
+    d = NormalPredictive([0.0, 1.0, 2.0], 1.0)
+    column = np.array([[0.0], [1.0], [2.0]])
+    for method in (d.logpdf, d.cdf, d.pdf, d.sf):
+        with pytest.raises(ValueError, match=r"Reshape y to \(3,\)"):
+            method(column)
+    assert d.logpdf(column.ravel()).shape == (3,)
+    assert d.logpdf(np.zeros((4, 1))).shape == (4, 3)  # a grid of other size still broadcasts
+    d2 = NormalPredictive(column, 1.0)
+    with pytest.raises(ValueError, match=r"Reshape y to \(3, 1\)"):
+        d2.cdf(column.ravel())
+    mix = GaussianMixturePredictive([[0.0, 1.0], [2.0, 3.0]], 1.0)
+    with pytest.raises(ValueError, match="Reshape y"):
+        mix.logpdf([[0.0], [1.0]])
+    cat = CategoricalPredictive([[0.5, 0.5], [0.2, 0.8]], ["a", "b"])
+    with pytest.raises(ValueError, match="Reshape y"):
+        cat.logpmf([["a"], ["b"]])
+    assert NormalPredictive([0.0], 1.0).logpdf([[0.0]]).shape == (1, 1)  # one point: no pairing
+
+
+def test_overflowing_variance_parts_are_refused():
+    with pytest.raises(ValueError, match="epistemic_var \\+ aleatoric_var contains"):
+        NormalPredictive([0.0], epistemic_var=1e308, aleatoric_var=1e308)
+
+
+def test_mixture_ppf_far_in_the_lower_tail():
+    # find_root's default fatol (2.2e-308) stopped at once below q ~ 1e-292:
+    # cdf(ppf(1e-307)) was 9% off and ppf(1e-310) the bracket end (70% off).
+    d = GaussianMixturePredictive([[0.0, 3.0]], [[1.0, 0.25]], [0.3, 0.7])
+    for q in (1e-280, 1e-300, 1e-305, 1e-307):
+        x = d.ppf(q)[0]
+        # the lower tail is the first component's: 0.3 Phi(x) = q
+        assert_allclose(0.3 * stats.norm.cdf(x), q, rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("copy", ["pickle", "deepcopy"])
+def test_arrays_stay_read_only_after_copies(copy):
+    import copy as copy_module
+    import pickle
+
+    def dup(obj):
+        return pickle.loads(pickle.dumps(obj)) if copy == "pickle" else copy_module.deepcopy(obj)
+
+    objects = [
+        NormalPredictive([0.0, 1.0], epistemic_var=[0.5, 1.0], aleatoric_var=0.5),
+        GaussianMixturePredictive([[0.0, 1.0]], [[1.0, 2.0]]),
+        CategoricalPredictive([[0.5, 0.5]], member_proba=[[[0.4, 0.6]], [[0.6, 0.4]]]),
+    ]
+    for obj in objects:
+        twin = dup(obj)
+        arrays = [v for v in vars(twin).values() if isinstance(v, np.ndarray)]
+        assert arrays
+        for arr in arrays:
+            with pytest.raises(ValueError, match="read-only"):
+                arr.flat[0] = 100.0
+    twin = dup(objects[0])
+    assert_allclose(twin.var(), [1.0, 1.5], rtol=0)
+
+
+def test_mutual_information_is_zero_when_members_agree():
+    # proba may differ from the members' mean by up to 1e-6 (renormalised);
+    # the entropy's slope near 0 made that a spurious 1.3e-5 nats.
+    members = [[[0.0, 1.0]]] * 3
+    d = CategoricalPredictive([[9e-7, 1 - 9e-7]], member_proba=members)
+    assert d.mutual_information()[0] == 0.0
