@@ -86,6 +86,7 @@ __all__ = [
 
 _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_ROOT_MAX = math.sqrt(np.finfo(np.float64).max)  # the largest std whose square is finite
 
 
 # --------------------------------------------------------------------------- validation
@@ -96,7 +97,8 @@ def _check_y(y_true, name="y_true"):
     )
     if y.ndim == 2 and y.shape[1] != 1:
         raise ValueError(
-            f"{name} must be 1-D (single-output targets; nlpd, crps and coverage also take "
+            f"{name} must be 1-D (single-output targets; nlpd, crps, coverage, pit_values and "
+            "regression_calibration_error also take "
             f"several outputs); got an array of shape {y.shape}."
         )
     return column_or_1d(y, input_name=name).astype(np.float64, copy=False)
@@ -152,6 +154,8 @@ def _check_weights(sample_weight, n):
     sw = _check_sample_weight(
         sample_weight, np.empty((n, 0)), dtype=np.float64, ensure_non_negative=True
     )
+    if not sw.max() > 0:  # (scikit-learn < 1.9 lets all-zero weights through)
+        raise ValueError("sample_weight must not be all zero.")
     # only ratios matter: rescale so that sums neither overflow nor underflow
     return sw / sw.max()
 
@@ -172,10 +176,21 @@ def _weighted_mean(values, sample_weight):
     return float(np.average(values, weights=sample_weight))
 
 
-def _dist_output(values, n, what):
-    """Validate the per-sample array a distribution method returned (a 0-d
-    one, from a 0-d distribution shared by all samples, is broadcast)."""
+def _dist_output(values, n, what, *, shared=False):
+    """Validate the per-sample array a distribution method returned.
+
+    ``shared``: a 0-d result is the value of a 0-d distribution shared by all
+    samples and is broadcast (``interval``).  Otherwise (``logpdf``, ``cdf``
+    at n targets) a 0-d result for n > 1 targets is a joint, reduced value,
+    e.g. of a frozen ``scipy.stats.multivariate_normal``, and is refused.
+    """
     out = np.asarray(values, dtype=np.float64)
+    if out.ndim == 0 and n > 1 and not shared:
+        raise ValueError(
+            f"{what} returned one number for {n} targets: a joint value (as of a "
+            "multivariate distribution), not one per sample. Pass a distribution with one "
+            "independent predictive per sample (e.g. scipy.stats.norm(mean, std))."
+        )
     if out.ndim == 0:
         out = np.full(n, float(out))
     if out.size == n and out.ndim > 1:
@@ -183,8 +198,8 @@ def _dist_output(values, n, what):
     if out.shape != (n,):
         raise ValueError(
             f"{what} returned an array of shape {out.shape}; expected ({n},) to match "
-            "y_true (single-output predictive distributions; nlpd, crps and coverage also "
-            "take several outputs)."
+            "y_true (single-output predictive distributions; nlpd, crps, coverage, "
+            "pit_values and regression_calibration_error also take several outputs)."
         )
     return out
 
@@ -386,7 +401,8 @@ def _expected_abs_normal(mu, s):
     pos = s > 0
     z = np.divide(mu, s, out=np.zeros_like(mu), where=pos)
     with np.errstate(over="ignore"):  # z^2 = inf: phi(z) = 0, as it should
-        val = mu * (2.0 * special.ndtr(z) - 1.0) + 2.0 * s * np.exp(-0.5 * z * z) * _INV_SQRT_2PI
+        # (s times a factor <= 0.8: no overflow for a finite s up to 1.8e308)
+        val = mu * (2.0 * special.ndtr(z) - 1.0) + s * (2.0 * _INV_SQRT_2PI * np.exp(-0.5 * z * z))
     return np.where(pos, val, np.abs(mu))
 
 
@@ -467,6 +483,11 @@ def _mixture_from_stds(means, stds, weights, n):
                 f"{name} has {arr.shape[0]} rows but y_true has {n} samples "
                 "(inconsistent lengths); the component axis is the last one."
             )
+    if np.any(sd > _ROOT_MAX):
+        raise ValueError(
+            f"stds above {_ROOT_MAX:.3g} overflow as variances (vars = stds**2); got a "
+            f"maximum of {sd.max()!r}. Rescale the targets."
+        )
     try:
         return GaussianMixturePredictive(np.atleast_1d(means), sd * sd, w / total)
     except ValueError as exc:
@@ -716,8 +737,8 @@ def coverage(y_true, y_dist, confidence=0.95, *, sample_weight=None):
     _y_like_dist(y, y_dist)  # the batch must describe the n samples
     lo, hi = interval(confidence)
     n = y.shape[0]
-    lo = _dist_output(lo, n, "y_dist.interval (lower)")
-    hi = _dist_output(hi, n, "y_dist.interval (upper)")
+    lo = _dist_output(lo, n, "y_dist.interval (lower)", shared=True)
+    hi = _dist_output(hi, n, "y_dist.interval (upper)", shared=True)
     return interval_coverage(y, lo, hi, sample_weight=sample_weight)
 
 
@@ -762,14 +783,15 @@ def pit_values(y_true, y_dist):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
+    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
     y_dist : predictive distribution with ``cdf``
         Its batch shape must have ``n_samples`` elements (see :func:`nlpd`);
-        ``y_true`` is reshaped to it.
+        ``y_true`` is reshaped to it.  For several outputs, the batch shape
+        ``(n_samples, n_outputs)``.
 
     Returns
     -------
-    pit : ndarray of shape (n_samples,)
+    pit : ndarray of shape (n_samples,) or (n_samples, n_outputs)
 
     References
     ----------
@@ -777,6 +799,9 @@ def pit_values(y_true, y_dist):
        forecasts, calibration and sharpness. *JRSS B* 69(2), 243-268.
     """
     cdf = _require(y_dist, "cdf", "pit_values")
+    columns = _output_columns(y_true, y_dist, "pit_values")
+    if columns is not None:
+        return np.column_stack([pit_values(y, d) for y, d in columns])
     y = _check_y(y_true)
     u = _dist_output(cdf(_y_like_dist(y, y_dist)), y.shape[0], f"{type(y_dist).__name__}.cdf")
     if np.any(np.isnan(u)):
@@ -801,13 +826,14 @@ def regression_calibration_error(y_true, y_dist, *, n_levels=19, sample_weight=N
     so CE tends to 0 as :math:`n \to \infty`; on finite calibrated data it is of
     order :math:`\sqrt{p_j(1-p_j)/n}`, and by the DKW inequality
     :math:`\mathrm{CE} \le \sqrt{\log(2/\alpha) / (2n)}` with probability at least
-    :math:`1-\alpha`.  Over-dispersed predictives give :math:`\hat p_j > p_j`
-    below the median and :math:`\hat p_j < p_j` above; under-dispersed the opposite.
+    :math:`1-\alpha`.  Over-dispersed (too wide) predictives push the PIT values
+    towards 1/2 and give :math:`\hat p_j < p_j` below the median and
+    :math:`\hat p_j > p_j` above; under-dispersed the opposite.
     The value lies in [0, 0.5].
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
+    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
     y_dist : predictive distribution with ``cdf`` (see :func:`pit_values`)
     n_levels : int >= 1, default=19
     sample_weight : array-like of shape (n_samples,), default=None
@@ -815,6 +841,7 @@ def regression_calibration_error(y_true, y_dist, *, n_levels=19, sample_weight=N
     Returns
     -------
     error : float
+        For several outputs, the mean over outputs.
 
     References
     ----------
@@ -823,6 +850,12 @@ def regression_calibration_error(y_true, y_dist, *, n_levels=19, sample_weight=N
     """
     if isinstance(n_levels, bool) or not isinstance(n_levels, Integral) or n_levels < 1:
         raise ValueError(f"n_levels must be a positive integer; got {n_levels!r}.")
+    columns = _output_columns(y_true, y_dist, "regression_calibration_error")
+    if columns is not None:
+        return float(np.mean([
+            regression_calibration_error(y, d, n_levels=n_levels, sample_weight=sample_weight)
+            for y, d in columns
+        ]))
     u = pit_values(y_true, y_dist)
     sw = _check_weights(sample_weight, u.shape[0])
     levels = np.arange(1, n_levels + 1) / (n_levels + 1)
@@ -871,7 +904,7 @@ def _check_proba(y_true, y_proba, classes):
     # rows must sum to one within 1e-6, or ~10 C ulp for low-precision input
     eps = np.finfo(p.dtype if p.dtype.kind == "f" else np.float64).eps
     tol = max(1e-6, 10.0 * n_classes * eps)
-    p = p.astype(np.float64, copy=False)
+    p = p.astype(np.float64, copy=True)  # (rows are renormalised in place below)
     if np.any(p < 0) or np.any(p > 1):
         raise ValueError(
             f"y_proba must lie in [0, 1]; got values in [{p.min()!r}, {p.max()!r}]."
@@ -882,7 +915,11 @@ def _check_proba(y_true, y_proba, classes):
         raise ValueError(
             f"the rows of y_proba must sum to one (tolerance {tol:g}); one sums to {worst!r}."
         )
-    p = p / p.sum(axis=1, keepdims=True)
+    # Renormalise rows off by more than the rounding of their sum: dividing a
+    # row of exact fractions k/M (ensemble votes) whose float sum is 1 - 1ulp
+    # would move k/M by an ulp, across its calibration-bin edge.
+    off = np.abs(row_sums - 1.0) > n_classes * np.finfo(np.float64).eps
+    p[off] /= row_sums[off, None]
 
     if classes is not None:
         classes = column_or_1d(np.asarray(classes), input_name="classes")
@@ -1138,22 +1175,48 @@ class PredictiveScorer:
         return dict(self._kwargs)
 
     def _response_method(self, estimator):
+        """The estimator's ``response`` method, looking through a Pipeline's
+        final step and a fitted search's ``best_estimator_`` (nested
+        cross-validation); for ``predict_dist``, a regressor whose ``predict``
+        takes ``return_std`` (sklearn's BayesianRidge, ARDRegression,
+        GaussianProcessRegressor) gives a :class:`NormalPredictive`."""
+        method = self._find_response(estimator)
+        if method is None:
+            raise TypeError(
+                f"{self!r} needs an estimator with a `{self._response}` method (or a Pipeline "
+                "or fitted search ending in one"
+                + ("; or a regressor whose predict takes return_std"
+                   if self._response == "predict_dist" else "")
+                + f"); {type(estimator).__name__} has none."
+            )
+        return method
+
+    def _find_response(self, estimator):
         method = getattr(estimator, self._response, None)
         if callable(method):
             return method
         from sklearn.pipeline import Pipeline
 
         if isinstance(estimator, Pipeline) and len(estimator.steps) > 0:
-            final = getattr(estimator.steps[-1][1], self._response, None)
-            if callable(final):
-                if len(estimator.steps) == 1:
-                    return final
-                head = estimator[:-1]
-                return lambda X: final(head.transform(X))
-        raise TypeError(
-            f"{self!r} needs an estimator with a `{self._response}` method; "
-            f"{type(estimator).__name__} has none."
-        )
+            final = self._find_response(estimator.steps[-1][1])
+            if final is None or len(estimator.steps) == 1:
+                return final
+            head = estimator[:-1]
+            return lambda X: final(head.transform(X))
+        best = getattr(estimator, "best_estimator_", None)
+        if best is not None:
+            return self._find_response(best)
+        predict = getattr(estimator, "predict", None)
+        # (a named parameter: a **kwargs predict, as TransformedTargetRegressor's,
+        # would pass return_std on without transforming the std)
+        with_std = callable(predict) and _names(predict, "return_std")
+        if self._response == "predict_dist" and with_std:
+            def normal_predictive(X):
+                mean, std = predict(X, return_std=True)
+                return NormalPredictive(mean, np.square(np.asarray(std, dtype=np.float64)))
+
+            return normal_predictive
+        return None
 
     def __call__(self, estimator, X, y, sample_weight=None):
         """Score ``estimator`` on ``(X, y)``; greater is better."""
@@ -1206,6 +1269,14 @@ class PredictiveScorer:
         request = MetadataRequest(owner=self)
         request.score.add_request(param="sample_weight", alias=self._sample_weight_request)
         return request
+
+
+def _names(func, name):
+    """Whether ``func`` has a parameter called ``name``."""
+    try:
+        return name in inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _accepts(func, name):

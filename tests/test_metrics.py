@@ -10,6 +10,7 @@ import pytest
 from scipy import integrate, special, stats
 from sklearn import config_context
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.compose import TransformedTargetRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import brier_score_loss, log_loss, r2_score
 from sklearn.metrics import get_scorer as sk_get_scorer
@@ -971,3 +972,94 @@ def test_grid_search_scores_a_multi_output_model(rng):
     scores = search.cv_results_["mean_test_score"]
     assert np.all(np.isfinite(scores))
     assert search.best_params_["sigma_v"] != 3.0  # noise ten times too large loses
+
+
+# ------------------------------------------------------------------- review fixes (stop 23)
+def test_scorers_look_through_searches_and_use_return_std(linear_data):
+    # Nested cross-validation (a GridSearchCV scored by the outer loop) and
+    # sklearn's return_std regressors scored NaN: the scorer found no predict_dist.
+    from sklearn.linear_model import BayesianRidge
+
+    X, y = linear_data
+    inner = GridSearchCV(FakeGaussianRegressor(), {"std_multiplier": [0.2, 1.0, 5.0]},
+                         scoring=M.neg_nlpd_scorer, cv=3).fit(X[:200], y[:200])
+    assert M.neg_nlpd_scorer(inner, X[200:], y[200:]) == pytest.approx(
+        M.neg_nlpd_scorer(inner.best_estimator_, X[200:], y[200:]), rel=0, abs=0)
+    scores = cross_val_score(inner, X, y, cv=3, scoring=M.neg_nlpd_scorer, error_score="raise")
+    assert np.all(np.isfinite(scores))
+    ridge = BayesianRidge().fit(X[:200], y[:200])
+    mean, std = ridge.predict(X[200:], return_std=True)
+    assert M.neg_nlpd_scorer(ridge, X[200:], y[200:]) == pytest.approx(
+        -M.gaussian_nlpd(y[200:], mean, std), rel=1e-14)
+    assert M.neg_crps_scorer(ridge, X[200:], y[200:]) == pytest.approx(
+        -M.crps_gaussian(y[200:], mean, std), rel=1e-14)
+    # predict(**kwargs) would pass return_std on untransformed: refused, not guessed
+    ttr = TransformedTargetRegressor(BayesianRidge()).fit(X, y)
+    with pytest.raises(TypeError, match="return_std.*TransformedTargetRegressor has none"):
+        M.neg_nlpd_scorer(ttr, X, y)
+
+
+def test_calibration_error_and_pit_take_several_outputs(rng):
+    mean = rng.normal(size=(400, 2))
+    y = mean + rng.normal(size=(400, 2)) * [1.0, 3.0]
+    d = NormalPredictive(mean, np.ones((400, 2)))
+    u = M.pit_values(y, d)
+    assert u.shape == (400, 2)
+    np.testing.assert_allclose(u, stats.norm.cdf(y - mean), rtol=1e-14)
+    per_output = [M.regression_calibration_error(y[:, j], d[:, j]) for j in range(2)]
+    assert M.regression_calibration_error(y, d) == pytest.approx(np.mean(per_output), rel=1e-14)
+    assert per_output[1] > 3 * per_output[0]  # the too narrow second output
+
+
+def test_a_joint_value_is_not_copied_to_every_sample(rng):
+    # A frozen multivariate normal returns one joint log density: nlpd was n
+    # times too large and every PIT value the joint cdf.
+    mu = rng.normal(size=4)
+    y = mu + rng.normal(size=4)
+    joint = stats.multivariate_normal(mu, np.eye(4))
+    for func in (M.nlpd, M.pit_values, M.regression_calibration_error):
+        with pytest.raises(ValueError, match="one number for 4 targets"):
+            func(y, joint)
+    # a 0-d distribution's interval is shared by all samples, as before
+    assert M.coverage(y - mu, NormalPredictive(0.0, 1e-300)) == 0.0
+    assert M.coverage([0.0, 0.0], NormalPredictive(0.0, 1.0)) == 1.0
+
+
+def test_all_zero_weights_are_refused_whatever_sklearn_does(monkeypatch):
+    # scikit-learn < 1.9 (the dependency allows 1.7) lets all-zero weights
+    # through its _check_sample_weight: NaN or ZeroDivisionError followed.
+    monkeypatch.setattr(M, "_check_sample_weight",
+                        lambda sw, X, **kw: np.asarray(sw, dtype=np.float64))
+    y = np.array([0.0, 1.0, 2.0])
+    d = NormalPredictive(np.zeros(3), 1.0)
+    calls = [
+        lambda sw: M.expected_calibration_error([0, 1, 1], [0.2, 0.7, 0.9], sample_weight=sw),
+        lambda sw: M.regression_calibration_error(y, d, sample_weight=sw),
+        lambda sw: M.gaussian_nlpd(y, np.zeros(3), np.ones(3), sample_weight=sw),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match="all zero"):
+            call(np.zeros(3))
+    assert M.gaussian_nlpd(y, np.zeros(3), np.ones(3), sample_weight=[0.0, 0.0, 1.0]) == (
+        pytest.approx(0.5 * np.log(2 * np.pi) + 2.0, rel=1e-14))
+
+
+def test_ece_vote_fractions_stay_in_their_bins_with_three_classes():
+    # 2/6 + 3/6 + 1/6 sums to 1 - 1ulp; dividing by it moved 3/6 to 0.5 + 1ulp,
+    # into the upper bin (ECE 0.2 instead of 0.7).
+    P = np.array([[2 / 6, 3 / 6, 1 / 6], [0.05, 0.9, 0.05]])
+    assert P[0].sum() != 1.0
+    expected = 0.5 * abs(1 - 0.5) + 0.5 * abs(0 - 0.9)
+    assert M.expected_calibration_error([1, 0], P, n_bins=2) == pytest.approx(expected, rel=1e-14)
+    off = np.array([[0.2, 0.3, 0.5 + 5e-7]])  # off by more than rounding: still renormalised
+    assert M.brier_score([2], off) == pytest.approx(
+        M.brier_score([2], off / off.sum()), rel=1e-14)
+
+
+def test_crps_at_huge_standard_deviations():
+    # 2 s overflowed for s = 1e308; the mixture's s**2 above 1.3e154
+    s = 1e308
+    assert M.crps_gaussian([0.0], [0.0], [s]) == pytest.approx(
+        s * (np.sqrt(2.0) - 1.0) / np.sqrt(np.pi), rel=1e-14)
+    with pytest.raises(ValueError, match="overflow as variances"):
+        M.crps_gaussian_mixture([0.0], [0.0], [1e160], [1.0])
