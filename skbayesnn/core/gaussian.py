@@ -157,7 +157,11 @@ def from_natural(tau, rho):
         ``rho < 0`` (an improper message) gives the formal values
         ``tau / rho`` and a *negative* ``1 / rho``; guard such messages with
         :func:`gaussian_division` or :func:`min_precision` before reading them
-        as densities.  ``rho = inf`` (a point mass) gives ``var = 0``.
+        as densities.  ``rho = inf`` (a point mass) gives ``var = 0`` and, as
+        ``tau`` is then ``+-inf`` or ``0`` (:func:`to_natural`), a NaN mean
+        where ``tau`` is infinite: natural parameters do not keep a point
+        mass's location (the engines floor precisions, message_passing.md §8,
+        and never form one).
 
     Returns
     -------

@@ -18,7 +18,7 @@ from .._backend import array_namespace, to_device
 from .activations import activation_value, check_activation
 
 
-@dataclass
+@dataclass(eq=False)  # (the generated == compares lists of arrays: ambiguous truth value)
 class GaussianMLPPosterior:
     """Independent Gaussian weights and biases of an MLP.
 
@@ -81,9 +81,11 @@ class GaussianMLPPosterior:
             if 0 in wm.shape:
                 raise ValueError(f"layer {l} has no weights (shape {wm.shape}).")
             xp = array_namespace(wv, bv)
-            # (written so that NaN fails too: propagate would return NaN silently)
-            if not (bool(xp.all(wv >= 0)) and bool(xp.all(bv >= 0))):
-                raise ValueError(f"layer {l}: weight and bias variances must be >= 0 (not NaN).")
+            # (written so that NaN and inf fail too: propagate would return NaN silently)
+            if not all(bool(xp.all((v >= 0) & xp.isfinite(v))) for v in (wv, bv)):
+                raise ValueError(
+                    f"layer {l}: weight and bias variances must be finite and >= 0 (not NaN)."
+                )
             if not (bool(xp.all(xp.isfinite(wm))) and bool(xp.all(xp.isfinite(bm)))):
                 raise ValueError(f"layer {l}: weight and bias means must be finite.")
         n_hidden = n_layers - 1

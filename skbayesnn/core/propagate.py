@@ -18,6 +18,7 @@ same posterior, for tests and benchmarks.
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 
 from .._backend import array_namespace, special
 from .activations import APPROXIMATIONS as ACT_APPROXIMATIONS
@@ -30,6 +31,27 @@ HEADS = ("regression", "classification")
 def _check_choice(value, name, choices):
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
+
+
+def _check_inputs(posterior, X, X_var=None):
+    """2-D inputs of the posterior's width, and variances finite and >= 0."""
+    n_in = posterior.layer_sizes[0]
+    if len(X.shape) != 2 or X.shape[1] != n_in:
+        raise ValueError(
+            f"X must be a 2-D array of shape (n_samples, {n_in}); got shape {tuple(X.shape)}."
+        )
+    if X_var is not None:
+        xp = array_namespace(X_var)
+        if tuple(X_var.shape) != tuple(X.shape):
+            raise ValueError(f"X_var must have the shape of X {tuple(X.shape)}; got "
+                             f"{tuple(X_var.shape)}.")
+        if not bool(xp.all((X_var >= 0) & xp.isfinite(X_var))):
+            raise ValueError("X_var must be finite and >= 0 (not NaN).")
+
+
+def _check_count(value, name):
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
 
 
 def propagate(posterior, X, X_var=None, *, act_approx="linearize", return_layers=False):
@@ -62,6 +84,7 @@ def propagate(posterior, X, X_var=None, *, act_approx="linearize", return_layers
         Only when ``return_layers=True``.
     """
     _check_choice(act_approx, "act_approx", ACT_APPROXIMATIONS)
+    _check_inputs(posterior, X, X_var)
     m, v = X, X_var
     layers = []
     hidden = posterior.hidden_activations
@@ -129,6 +152,8 @@ def probit_proba(mean, var, scale=1.0):
     proba : array of shape (n_samples, n_classes)
     """
     xp = array_namespace(mean, var)
+    if not (isinstance(scale, Real) and math.isfinite(scale) and scale >= 0):
+        raise ValueError(f"scale must be a finite number >= 0; got {scale!r}.")
     kappa = 1.0 / xp.sqrt(1.0 + (math.pi / 8.0) * scale * var)
     t = kappa * mean
     if mean.shape[-1] == 1:
@@ -149,6 +174,9 @@ def sample_outputs(posterior, X, n_samples, *, random_state=None, chunk_size=256
     -------
     f : array of shape (n_samples, n_inputs, n_outputs)
     """
+    _check_inputs(posterior, X)
+    _check_count(n_samples, "n_samples")
+    _check_count(chunk_size, "chunk_size")
     xp = array_namespace(X, posterior.weight_means[0])
     from sklearn.utils import check_random_state
 
@@ -184,11 +212,12 @@ def monte_carlo_predictive(
     (mean, var) for regression, or proba of shape (n_inputs, n_classes).
     """
     _check_choice(head, "head", HEADS)
-    if int(n_samples) < 2:
+    _check_count(n_samples, "n_samples")
+    if n_samples < 2:
         raise ValueError(f"n_samples must be at least 2, got {n_samples!r}.")
     xp = array_namespace(X, posterior.weight_means[0])
     f = sample_outputs(
-        posterior, X, int(n_samples), random_state=random_state, chunk_size=chunk_size
+        posterior, X, n_samples, random_state=random_state, chunk_size=chunk_size
     )
     if head == "regression":
         mean = xp.mean(f, axis=0)

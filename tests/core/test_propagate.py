@@ -1,5 +1,7 @@
 """The analytic predictive against Monte Carlo and exact identities."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -223,12 +225,12 @@ def test_propagate_strict_namespace(strict_xp, rng):
 def test_posterior_refuses_negative_variances_and_empty_layers():
     # A negative weight variance made propagate's output variance negative
     # (-8.87) and sample_weights NaN; a layer of 0 units divided by zero.
-    with pytest.raises(ValueError, match="variances must be >= 0"):
+    with pytest.raises(ValueError, match="variances must be finite and >= 0"):
         GaussianMLPPosterior.from_sizes([2, 3, 1], weight_var=-1.0)
     post = GaussianMLPPosterior.from_sizes([2, 3, 1], random_state=0)
     bad = [v.copy() for v in post.bias_vars]
     bad[1][0] = -1e-3
-    with pytest.raises(ValueError, match="variances must be >= 0"):
+    with pytest.raises(ValueError, match="variances must be finite and >= 0"):
         GaussianMLPPosterior(post.weight_means, post.weight_vars, post.bias_means, bad)
     with pytest.raises(ValueError, match="positive ints"):
         GaussianMLPPosterior.from_sizes([3, 0, 1])
@@ -239,3 +241,43 @@ def test_posterior_refuses_negative_variances_and_empty_layers():
         arrays[field_name][0][0, 0] = np.nan
         with pytest.raises(ValueError, match="layer 0: weight and bias"):
             GaussianMLPPosterior(**arrays)
+
+
+def test_posterior_refuses_infinite_variances_and_compares_by_identity():
+    # An infinite weight variance passed the check; propagate gave 0 * inf = NaN.
+    post = GaussianMLPPosterior.from_sizes([3, 2, 1], random_state=0)
+    for name in ("weight_vars", "bias_vars"):
+        arrays = {n: [a.copy() for a in getattr(post, n)] for n in
+                  ("weight_means", "weight_vars", "bias_means", "bias_vars")}
+        arrays[name][0][0] = np.inf
+        with pytest.raises(ValueError, match="variances must be finite"):
+            GaussianMLPPosterior(**arrays)
+    # == on two posteriors raised (the dataclass compared lists of arrays)
+    twin = pickle.loads(pickle.dumps(post))
+    assert post != twin and post == post
+    assert [post, twin].index(twin) == 1
+
+
+def test_propagate_and_monte_carlo_validate_their_inputs():
+    # A 1-D X gave Monte Carlo (S, 1) rows mixing sample s's weights with
+    # sample t's biases; a negative X_var a negative output variance.
+    post = GaussianMLPPosterior.from_sizes([3, 4, 1], weight_var=0.1, random_state=0)
+    for call in (lambda X: propagate(post, X),
+                 lambda X: monte_carlo_predictive(post, X, n_samples=10, random_state=0)):
+        with pytest.raises(ValueError, match=r"shape \(n_samples, 3\)"):
+            call(np.ones(3))
+        with pytest.raises(ValueError, match=r"shape \(n_samples, 3\)"):
+            call(np.ones((2, 4)))
+    X = np.ones((2, 3))
+    for bad in (-np.ones((2, 3)), np.full((2, 3), np.nan), np.full((2, 3), np.inf)):
+        with pytest.raises(ValueError, match="X_var must be finite and >= 0"):
+            propagate(post, X, bad)
+    m0, v0 = propagate(post, X)
+    m, v = propagate(post, X, np.zeros((2, 3)))  # zero input variance: deterministic inputs
+    np.testing.assert_allclose(v, v0, rtol=1e-14)
+    for kwargs in (dict(n_samples=2.9), dict(n_samples=1), dict(chunk_size=0)):
+        with pytest.raises(ValueError, match="n_samples|chunk_size"):
+            monte_carlo_predictive(post, X, **kwargs)
+    for scale in (-1.0, np.nan, np.inf):
+        with pytest.raises(ValueError, match="scale"):
+            probit_proba(m, v, scale=scale)
