@@ -33,7 +33,21 @@ def _check_gamma_prior(value, name):
             f"the variance, rate / (shape - 1), exists), a finite rate > 0 and that mean "
             f"at least {MIN_SCALE**2:g}; got {value!r}."
         )
+    if shape > _MAX_GAMMA_SHAPE:
+        # Minka's update (pbp.md §3.3) divides by exp(second difference of log Z)
+        # (a + 1)/a - 1 ~ 1/a: rounding of ~1e-16 there moves a by ~1e-16 a^2 per
+        # update, the data's own move being 1/2 (a pinned (1e14, 1.2e14) noise
+        # prior drifted from variance 1.2 to 0.16 in five epochs).
+        raise ValueError(
+            f"{name} has shape {shape:g}; shapes above {_MAX_GAMMA_SHAPE:g} lose the "
+            "precision of PBP's Gamma updates (rounding moves the shape by ~1e-16 "
+            "shape^2 per update). Use a shape up to 1e6 (e.g. (1e6, 1e6 * variance) to "
+            "hold a variance nearly fixed)."
+        )
     return shape, rate
+
+
+_MAX_GAMMA_SHAPE = 1e6
 
 
 class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
@@ -62,6 +76,8 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         ``(shape, rate)`` of the Gamma prior on the weights' shared precision;
         the prior mean of the weight variance is ``rate / (shape - 1) = 1.2``
         (pbp.md §1.2).  Weights act on inputs scaled by ``1/sqrt(fan-in + 1)``.
+        Shapes above 1e6 are refused (for both priors): rounding then swamps
+        PBP's Gamma updates.
     noise_prior : (float, float), default=(6.0, 6.0)
         ``(shape, rate)`` of the Gamma prior on the noise precision, in units of
         the standardised target (prior mean noise variance 1.2).
@@ -128,7 +144,11 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         Weight updates rejected because the new variance was not positive and
         finite (pbp.md §4.4).
     n_noise_rejected_ : int
-        Noise-Gamma updates discarded because they were invalid.
+        Noise-Gamma updates of PBP's Gaussian stand-in not applied: for a
+        residual beyond the noise sd (an outlier), invalid ones or ones that
+        overshoot the exact update of a zero output variance are replaced by
+        that update; elsewhere invalid ones are discarded
+        (:func:`skbayesnn.inference.pbp.guard_noise_update`).
     n_prior_skipped_ : int
         Prior factors left unchanged by the EP guards.
     n_prior_sweeps_rejected_ : int

@@ -376,3 +376,32 @@ def test_prior_sweep_that_diverges_is_discarded_with_a_warning():
             online.partial_fit(X[k : k + 10], y[k : k + 10])
     assert online.n_prior_sweeps_rejected_ > 1
     assert sum(issubclass(w.category, ConvergenceWarning) for w in caught) == 1
+
+
+def test_tight_weight_prior_sweep_keeps_the_prior_variance():
+    # The EP sweep computed v_cav - v_cav^2 (dm^2 - 2 dv), whose m^2/v0^2 terms
+    # cancel: with a prior of variance 1e-10 and a cavity mean of 4e9 the new
+    # variance came out as 1e9 (test RMSE 205 against 1.17 without the sweep).
+    import warnings
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=80)
+    fits = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the tight prior leaves the data unexplained)
+        for refine in (False, True):
+            fits[refine] = PBPRegressor(hidden_layer_sizes=(10,), max_epochs=3,
+                                        prior=(1e6, 1e-10 * (1e6 - 1)), refine_prior=refine,
+                                        random_state=0).fit(X, y)
+    for refine, reg in fits.items():
+        assert max(float(v.max()) for v in reg.state_.variances) < 2e-10
+    np.testing.assert_allclose(fits[True].predict(X), fits[False].predict(X), rtol=1e-6)
+
+
+def test_gamma_shapes_beyond_precision_are_refused():
+    X, y = np.ones((4, 1)), np.arange(4.0)
+    for name in ("prior", "noise_prior"):
+        with pytest.raises(ValueError, match="shapes above 1e.06 lose"):
+            PBPRegressor(**{name: (1e10, 1e10)}).fit(X, y)
+    PBPRegressor(noise_prior=(1e6, 1e6), max_epochs=1).fit(X, y)  # the bound itself

@@ -528,3 +528,61 @@ def test_batch_gradients_are_the_per_point_gradients(rng):
         assert float(log_z[b]) == pytest.approx(float(one[0]), rel=1e-14)
         for got, want in zip([g[b] for g in g_m + g_v], one[1] + one[2]):
             np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-16)
+
+
+def _exact_noise_update(m, v, y, a, b):
+    """The noise Gamma moment-matched to the exact tilted distribution
+    ``Gamma(g; a, b) N(y; m, v + 1/g)``, by quadrature over ``log g``."""
+    from scipy import integrate, stats
+
+    def log_z(k):
+        mode, sd = math.log((a + k) / b), 1.0 / math.sqrt(a + k)
+
+        def f(t):
+            return math.exp(stats.norm.logpdf(y, m, math.sqrt(v + math.exp(-t)))
+                            + stats.gamma.logpdf(math.exp(t), a + k, scale=1.0 / b) + t)
+
+        return math.log(integrate.quad(f, mode - 40 * sd - 30, mode + 40 * sd, points=[mode],
+                                       limit=500, epsabs=0, epsrel=1e-12)[0])
+
+    return pbp.gamma_adf_update(log_z(0), log_z(1), log_z(2), a, b)
+
+
+@pytest.mark.parametrize("a, b, v", [(90.0, 15.0, 0.01), (10.0, 1.5, 0.05)])
+def test_noise_update_of_an_outlier_is_close_to_the_exact_one(a, b, v):
+    # The Gaussian stand-in of the Student-t normalisers overshoots in the
+    # tail (at a = 10: noise variance 14 for an exact 1.2 at 10 sds, negative at
+    # 20); the guard replaces it by the zero-output-variance conjugate update,
+    # which the exact one stays just below.  Within 3 sds nothing changes.
+    s2 = b / (a - 1.0)
+    for z in (0.5, 1.0, 2.0, 3.0, 10.0, 20.0, 30.0):
+        y = z * math.sqrt(v + s2)
+        lz = pbp.noise_log_z(np.array(0.0), np.array(v), np.array(y), a, b)
+        a_s, b_s = pbp.gamma_adf_update(*lz, a, b)
+        a_g, b_g, rejected = pbp.guard_noise_update(a_s, b_s, a, b, np.array(y * y))
+        a_e, b_e = _exact_noise_update(0.0, v, y, a, b)
+        exact = b_e / (a_e - 1.0)
+        if z <= 3.0:
+            assert not rejected and a_g == a_s and b_g == b_s
+            continue
+        assert rejected
+        assert (a_g, b_g) == (a + 0.5, b + 0.5 * y * y)
+        guarded = b_g / (a_g - 1.0)
+        assert exact <= guarded <= 1.1 * exact
+        stand_in = b_s / (a_s - 1.0) if a_s > 1 else -np.inf
+        assert abs(guarded - exact) < 0.5 * abs(stand_in - exact)
+
+
+def test_one_outlier_no_longer_blows_up_the_noise():
+    # One target 1000 sds out among 3000: the noise variance went to 1.2e49 and
+    # the predictive sd to 3e24.  Under the Gaussian noise model the exact
+    # answer is about the mean square residual, (3000 * 0.01 + 1000^2) / 3000.
+    from skbayesnn import PBPRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=3000)
+    y[-1] += 1000.0
+    reg = PBPRegressor(hidden_layer_sizes=(10,), max_epochs=3, random_state=0).fit(X, y)
+    assert 0.5 * 333.0 < reg.noise_variance_ < 2.0 * 333.0
+    assert 1 <= reg.n_noise_rejected_ <= 3  # the outlier, once per epoch

@@ -185,3 +185,23 @@ def test_refine_prior_kernel_leaves_skipped_factors_untouched():
     assert n_skipped == 1
     assert M[0][0, 0] == 0.4 and V[0][0, 0] == 0.5 and vh[0][0, 0] == 3.0
     assert V[0][0, 1] != 0.5 and (a_lam, b_lam) != (6.0, 6.0)
+
+
+@pytest.mark.parametrize("spike_slab", [False, True])
+def test_kernel_guards_the_noise_of_outliers_as_the_engine(rng, spike_slab):
+    # Outliers 50-2000 sds out: the Gaussian stand-in's noise update overshoots
+    # and is replaced by the exact zero-variance one (pbp.guard_noise_update)
+    # on both paths, at the same points.
+    means, variances = _random_net(rng, [2, 6, 1], mean_scale=0.5, var_range=(0.001, 0.01))
+    X = rng.normal(size=(40, 2))
+    y = 0.1 * rng.normal(size=40)
+    y[[5, 17, 30]] += [50.0, -300.0, 2000.0]
+    order = rng.permutation(40)
+    kw = dict(spike_slab=spike_slab)
+    got_m, got_v, got = _kernel_epoch(means, variances, X, y, order, 30.0, 0.3, **kw)
+    ref_m, ref_v, ref = _engine_epoch(means, variances, X, y, order, 30.0, 0.3, **kw)
+    assert got[3] == ref[3] >= 2
+    np.testing.assert_allclose(got[:2], ref[:2], rtol=1e-9)
+    for a, b in zip(got_m + got_v, ref_m + ref_v):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    assert got[1] / (got[0] - 1.0) < 1e6  # (the stand-in alone: 1e100 and beyond)

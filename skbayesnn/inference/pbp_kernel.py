@@ -198,6 +198,19 @@ def _output_log_z(y, rho, mean, var, noise_var, spike_slab):
 
 
 @njit(cache=True, error_model="numpy")
+def _residual2(y, rho, mean, var, spike_slab):
+    """Squared residual of the output, for a spike and slab the largest over its
+    components of positive weight (as ``log_z_grads(..., return_residual2=True)``)."""
+    if not spike_slab:
+        return (y - mean) * (y - mean)
+    r2 = y * y if rho < 1.0 else 0.0
+    if rho > 0.0:
+        sm = _slab(rho, mean, var)[0]
+        r2 = max(r2, (y - sm) * (y - sm))
+    return r2
+
+
+@njit(cache=True, error_model="numpy")
 def _output_log_z_k(y, rho, mean, var, noise_var, spike_slab):
     """``log Z`` only (for ``Z1``, ``Z2`` of the Gamma update)."""
     if not spike_slab:
@@ -308,6 +321,7 @@ def _adf_point(
     )
     lz1 = _output_log_z_k(y, p_out, m_out, v_out, beta / alpha, spike_slab)
     lz2 = _output_log_z_k(y, p_out, m_out, v_out, beta / (alpha + 1.0), spike_slab)
+    r2 = _residual2(y, p_out, m_out, v_out, spike_slab)
     g_out[0, 0] = g_mean  # d log Z / d (layer output mean)
     g_out[1, 0] = g_var  # ... / d (layer output variance)
     g_rho_lin = g_rho  # ... / d (the layer's scalar rho)
@@ -399,7 +413,14 @@ def _adf_point(
                 g_out[1, i] = 0.0
         g_rho_lin = g_rho_below
     a_new, b_new = _gamma_update(log_z, lz1, lz2, alpha, beta)
-    if math.isfinite(a_new) and math.isfinite(b_new) and a_new > 1.0 and b_new > 0.0:
+    # pbp.guard_noise_update: beyond the noise sd, invalid or overshooting the
+    # exact update of a zero output variance -> replaced by it; elsewhere
+    # invalid -> discarded
+    valid = math.isfinite(a_new) and math.isfinite(b_new) and a_new > 1.0 and b_new > 0.0
+    a_c, b_c = alpha + 0.5, beta + 0.5 * r2
+    if r2 * (alpha - 1.0) > beta and (not valid or b_new * (a_c - 1.0) > b_c * (a_new - 1.0)):
+        return a_c, b_c, log_z, n_rejected, 1
+    if valid:
         return a_new, b_new, log_z, n_rejected, 0
     return alpha, beta, log_z, n_rejected, 1
 
@@ -441,7 +462,7 @@ def run_epoch_kernel(Ms, Vs, X, y, order, alpha, beta, bias, spike_slab, min_var
 def refine_prior_kernel(Ms, Vs, m_hat, v_hat, a_hat, b_hat, a_lam, b_lam):
     """The sequential EP sweep over the prior factors (pbp.md §3.4), in place.
 
-    The same arithmetic and guards as ``pbp._refine_sweep``, weight by weight in
+    The arithmetic and guards of ``pbp.refine_prior``, weight by weight in
     layer, row, column order.  Returns ``(alpha_prior, beta_prior, n_skipped)``.
     """
     n_skipped = 0
@@ -471,10 +492,14 @@ def refine_prior_kernel(Ms, Vs, m_hat, v_hat, a_hat, b_hat, a_lam, b_lam):
                 lz0 = -0.5 * math.log(v0) - 0.5 * m2 / v0
                 lz1 = -0.5 * math.log(v1) - 0.5 * m2 / v1
                 lz2 = -0.5 * math.log(v2) - 0.5 * m2 / v2
-                dm = -m_cav / v0
-                dv = -0.5 / v0 + 0.5 * m2 / (v0 * v0)
-                m_new = m_cav + v_cav * dm
-                v_new = v_cav - v_cav * v_cav * (dm * dm - 2.0 * dv)
+                # The ADF identity of §3.1, m + v dm and v - v^2 (dm^2 - 2 dv) with
+                # dm = -m/v0, dv = -1/(2 v0) + m^2/(2 v0^2), simplified: dm^2 - 2 dv
+                # = 1/v0 exactly, so the m^2/v0^2 terms, which cancelled
+                # catastrophically for a cavity mean of 1e9 (a variance of 1e-10
+                # came out as 1e9), are not formed.
+                shrink = (b_cav / (a_cav - 1.0)) / v0  # prior variance / v0
+                m_new = m_cav * shrink
+                v_new = v_cav * shrink
                 a_new, b_new = _gamma_update(lz0, lz1, lz2, a_cav, b_cav)
                 if not (
                     v_new > 0.0

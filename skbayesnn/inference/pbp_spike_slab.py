@@ -338,7 +338,8 @@ def _relu_backward(rho, slab_mean, slab_var, relu, g_rho_out, g_mean_out, g_var_
     return _slab_to_total_grads(rho, slab_mean, slab_var, g_rho_direct, h_mean, h_var)
 
 
-def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True):
+def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
+                return_residual2=False):
     """SSPBP's ``log Z`` of one data point (or of each point of a batch) and its
     closed-form gradients (pbp.md §6.5).
 
@@ -388,6 +389,10 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True):
     log_z1, log_z2 : arrays like ``log_z``
         The normalisers with ``alpha_noise + 1`` and ``+ 2`` (for
         :func:`skbayesnn.inference.pbp.gamma_adf_update`).
+    residual2 : array like ``log_z``
+        The largest squared residual over the output's components of positive
+        weight (``y^2`` for the spike, ``(y - m~)^2`` for the slab); only with
+        ``return_residual2=True`` (for :func:`skbayesnn.inference.pbp.guard_noise_update`).
     """
     xp = array_namespace(x, *means)
     ndim = getattr(x, "ndim", 1)
@@ -445,13 +450,13 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True):
             d_mean_in,
             d_var_in,
         )
+    out = (log_z0[:, 0], grad_means, grad_variances, log_z1[:, 0], log_z2[:, 0])
+    if return_residual2:
+        r2_slab = xp.where(rho_out > 0, (y - m_out) ** 2, 0.0)  # (m_out: the slab's mean)
+        r2 = xp.maximum(r2_slab, xp.where(rho_out < 1, y * y, 0.0))
+        out += (r2[:, 0],)
     if ndim == 1:
         # One point: sum the length-1 axes away (as pbp.log_z_grads).
-        return (
-            xp.sum(log_z0),
-            [g[0] for g in grad_means],
-            [g[0] for g in grad_variances],
-            xp.sum(log_z1),
-            xp.sum(log_z2),
-        )
-    return log_z0[:, 0], grad_means, grad_variances, log_z1[:, 0], log_z2[:, 0]
+        out = tuple(xp.sum(v) if k not in (1, 2) else [g[0] for g in v]
+                    for k, v in enumerate(out))
+    return out

@@ -296,8 +296,10 @@ def run_epoch(
         Updated in place (its arrays are rebound, never written into).
     X : array of shape (n, n_inputs)
     Y : array of shape (n, n_outputs)
-    noise_var : float or array broadcastable to (batch_size, n_outputs)
-        ``sigma_v ** 2`` in the units of ``Y``.
+    noise_var : float or array of shape (n_outputs,)
+        ``sigma_v ** 2`` in the units of ``Y``, one per output at most (batches
+        have fewer than ``batch_size`` rows at the end of the pass and where an
+        overshoot guard splits them, so a per-row array would not fit).
     batch_size : int
     order : int array of shape (n,)
         Row order of the pass.
