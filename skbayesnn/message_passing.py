@@ -261,9 +261,13 @@ _TRAINING_DOC = """    prior_var : float, array-like of float or None, default=N
         ``"per_example"`` stores one message per weight for every example of the
         active batch (the paper); ``"per_batch"`` only the active batch's
         running message (use it when ``batch_size`` times the parameter count
-        does not fit).  A visit of one iteration never revisits an example,
-        so both are then the same computation and store the same (no
-        per-example messages).  See :meth:`memory_bytes`.
+        does not fit).  ``"per_batch"`` changes the algorithm: with no old
+        message to divide out, each iteration of a visit restarts from the
+        cavity (assumed density filtering), so iterations after the first only
+        refine the hidden units' messages, and the fit is usually less
+        accurate (user guide, "Memory").  A visit of one iteration never
+        revisits an example, so both are then the same computation and store
+        the same (no per-example messages).  See :meth:`memory_bytes`.
     damping : bool, default=True
         EMA damping of the batch aggregates, rate ``0.9 + 0.1 exp(-0.3 (e-1))``.
     max_abs_z : float > 0 or None, default=None

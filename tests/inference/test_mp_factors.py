@@ -469,3 +469,19 @@ def test_leaky_forward_is_warning_free_over_a_wide_sweep(alpha):
                     for args in zip(z_mean[:2000], z_var[:2000], tau_a[:2000], rho_a[:2000])])
     np.testing.assert_array_equal(accepted[:2000], ref[:, 2].astype(bool))
     np.testing.assert_allclose(mean[:2000], ref[:, 0], rtol=1e-9, atol=1e-300)
+
+
+def test_leaky_relu_forward_accepts_the_exact_tie_of_a_wholly_positive_unit(rng):
+    # Where z lies wholly above 0 the tilted density is the product of the two
+    # Gaussians, so the marginal's precision equals rho_z + rho_a exactly and
+    # the message is z's own forward message.  The guard rho_m >= rho_z + rho_a
+    # was decided by rounding there: 69% fell back to the direct message.
+    z_mean = rng.uniform(2.0, 5.0, size=500)
+    z_var = rng.uniform(1e-3, 1e-2, size=500)
+    a_mean = z_mean + rng.normal(size=500) * np.sqrt(z_var)
+    a_var = rng.uniform(1e-3, 1e-1, size=500)
+    tau_a, rho_a = to_natural(a_mean, a_var)
+    mean, var, used = activation.leaky_relu_forward(z_mean, z_var, tau_a, rho_a, 0.1)
+    assert np.all(used)
+    np.testing.assert_allclose(mean, z_mean, rtol=1e-9)
+    np.testing.assert_allclose(var, z_var, rtol=1e-9)

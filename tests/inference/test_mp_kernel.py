@@ -446,3 +446,23 @@ def test_estimators_use_the_kernel_with_the_same_result(est, monkeypatch):
     monkeypatch.setattr(network, "_kernel_ready", lambda *a: False)
     slow = type(est)(**est.get_params()).fit(X, y)
     _assert_close(slow.state_, ref_state)
+
+
+def test_kernel_and_array_path_agree_where_hidden_units_tie(monkeypatch):
+    # Confident backward messages to wholly positive units put the LeakyReLU
+    # forward guard on an exact tie, which rounding decided differently on the
+    # two paths (predict_proba 1e-3 apart, 1860 against 1861 fallbacks).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 4))
+    y = (X[:, 0] + X[:, 1] ** 2 > 1).astype(int) + (X[:, 2] > 0.5)
+
+    def fit():
+        return MessagePassingClassifier((16, 16), likelihood="regression", batch_size=32,
+                                        max_epochs=3, random_state=0).fit(X, y)
+
+    compiled = fit()
+    monkeypatch.setattr(network, "_kernel_ready", lambda *args: False)
+    arrays = fit()
+    assert compiled.state_.n_fallback == arrays.state_.n_fallback
+    np.testing.assert_allclose(compiled.predict_proba(X), arrays.predict_proba(X), rtol=1e-9,
+                               atol=1e-12)

@@ -55,6 +55,12 @@ _MIN_VAR = 1e-12
 # Below this a variance has no finite reciprocal: such a marginal (ReLU deep in
 # its flat part, a point mass at 0) is rejected, as a non-positive one is.
 _INVERTIBLE_VAR = 1.0 / sys.float_info.max
+# Relative tolerance of the forward guard rho_m >= 1/s2_z + rho_a (§5.6 (b)):
+# where the tilted density lies wholly on z > 0 the two sides are equal in exact
+# arithmetic (the marginal is the product of the two Gaussians), and rounding
+# alone decided between the exact message and the direct fallback (69% of such
+# units fell back; the CPU kernel and the array path then differed by 1e-3).
+_TIE_RTOL = 1e-12
 
 
 def leaky_relu_tilted(z_mean, z_var, tau_a, rho_a, alpha):
@@ -173,7 +179,7 @@ def leaky_relu_forward(z_mean, z_var, tau_a, rho_a, alpha):
         & invertible
         & xp.isfinite(rho_msg)
         & xp.isfinite(tau_msg)
-        & (rho_m >= 1.0 / z_var + rho_s)
+        & (rho_m >= (1.0 / z_var + rho_s) * (1.0 - _TIE_RTOL))
     )
     rho_safe = xp.where(accept, rho_msg, 1.0)
     m_acc = tau_msg / rho_safe

@@ -35,7 +35,7 @@ from numba import literally, njit
 # an installed upgrade rewrites this file and so invalidates the cache).
 from ...core import gaussian
 from ...core.gaussian import _TRUNC_ASYMPTOTIC, _TRUNC_MEAN_SERIES, _TRUNC_VAR_SERIES
-from .activation import _INVERTIBLE_VAR
+from .activation import _INVERTIBLE_VAR, _TIE_RTOL
 
 # The array code's series evaluation, compiled (one function serves both).
 _horner = njit(cache=True, error_model="numpy")(gaussian._horner)
@@ -531,7 +531,7 @@ def _forward_accept(z_var, tau_a, rho_a, m_mean, m_var, log_m0):
     m_acc = tau_msg / rho_msg
     v_acc = 1.0 / rho_msg
     accept = ((log_m0 > _LOG_MIN_MASS) & invertible & math.isfinite(rho_msg)
-              & math.isfinite(tau_msg) & (rho_m >= 1.0 / z_var + rho_a)
+              & math.isfinite(tau_msg) & (rho_m >= (1.0 / z_var + rho_a) * (1.0 - _TIE_RTOL))
               & math.isfinite(m_acc) & (v_acc > 0.0) & math.isfinite(v_acc))
     return m_acc, v_acc, accept
 
@@ -1101,21 +1101,24 @@ def _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
     Without biases their marginals stay the cavities (no message is written
     to them, and their message arrays are uninitialised).
     """
+    # Summed in dst itself (a copy and a temporary of each layer's size added
+    # to the peak memory of a fit); the same order of operations as
+    # src + (msg[0] + msg[1] + ...), so the same result.
     for layer in range(len(cav_tw)):
         for src, msg, dst in ((cav_tw[layer], msg_tw[layer], q_tw[layer]),
                               (cav_rw[layer], msg_rw[layer], q_rw[layer])):
-            acc = msg[0].copy()
+            dst[:, :] = msg[0]
             for m in range(1, msg.shape[0]):
-                acc += msg[m]
-            dst[:, :] = src + acc
+                dst += msg[m]
+            dst += src
         if not bias:
             continue
         for src, msg, dst in ((cav_tb[layer], msg_tb[layer], q_tb[layer]),
                               (cav_rb[layer], msg_rb[layer], q_rb[layer])):
-            acc = msg[0].copy()
+            dst[:] = msg[0]
             for m in range(1, msg.shape[0]):
-                acc += msg[m]
-            dst[:] = src + acc
+                dst += msg[m]
+            dst += src
 
 
 @njit(cache=True, error_model="numpy")
