@@ -324,6 +324,18 @@ def test_argmax_proba_is_chunked_by_working_memory(rng, monkeypatch):
     np.testing.assert_allclose(whole.sum(axis=1), 1.0, rtol=1e-12)
 
 
+def _peak_of_fit(reg, X, y):
+    """Peak bytes NumPy allocates (tracemalloc) during ``reg.fit(X, y)``."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        reg.fit(X, y)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize("memory, n_iter", [("per_example", 3), ("per_batch", 3),
                                             ("per_example", 1), ("per_example", [1, 1, 3]),
                                             ("per_example", lambda epoch: 1)])
@@ -334,19 +346,12 @@ def test_fit_memory_is_bounded_by_the_documented_formula(rng, memory, n_iter):
     # one iteration per visit "per_example" stores no per-example messages
     # (the formula is per_batch's, 8x less here), whatever form the schedule
     # takes (the two epochs of this fit use one iteration each).
-    import tracemalloc
-
     X = rng.normal(size=(2000, 8))
     y = X[:, 0] + 0.1 * rng.normal(size=2000)
     reg = MessagePassingRegressor((32, 32), max_epochs=2, batch_size=256, memory=memory,
                                   n_iter_per_batch=n_iter, random_state=0)
     reg.fit(X[:300], y[:300])  # compile the kernel outside the measurement
-    tracemalloc.start()
-    try:
-        reg.fit(X, y)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _peak_of_fit(reg, X, y)
     bound = reg.memory_bytes(len(X))
     data = X.nbytes + y.nbytes
     assert 0.9 * bound <= peak <= bound + 4 * data + 100_000, (peak, bound, data)
@@ -359,19 +364,12 @@ def test_fit_memory_of_a_wide_network_on_little_data_is_the_formula(rng, memory,
     # short batch's workspace kept while a full one was allocated and the
     # kernel's recompute temporaries took the peak to 1.09-1.32 times the
     # formula.  What is left is a few fixed allocations.
-    import tracemalloc
-
     X = rng.normal(size=(50, 4))
     y = X[:, 0]
     reg = MessagePassingRegressor((200, 200), max_epochs=2, batch_size=batch_size,
                                   memory=memory, random_state=0)
     reg.fit(X, y)  # compile the kernel outside the measurement
-    tracemalloc.start()
-    try:
-        reg.fit(X, y)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _peak_of_fit(reg, X, y)
     bound = reg.memory_bytes(len(X))
     assert 0.9 * bound <= peak <= 1.05 * bound, (peak, bound)
 
