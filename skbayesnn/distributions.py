@@ -26,10 +26,12 @@ Indexing (``dist[key]``) applies ``key`` to the batch shape with NumPy
 semantics and returns a distribution of the same class, every stored array
 (variance parts, components, member probabilities) being sliced alike.
 
-Arguments ``y`` and ``q`` broadcast with the batch shape as in NumPy, with one
-exception: a ``y`` holding one value per point in another layout (a column
+Arguments ``y``, ``q`` and ``confidence`` broadcast with the batch shape as in
+NumPy, with one exception: one value per point in another layout (a column
 ``(n, 1)`` against the batch ``(n,)``, or the reverse) raises ``ValueError``
-instead of broadcasting to ``(n, n)`` and pairing every value with every point.
+instead of broadcasting to ``(n, n)`` and pairing every value with every point;
+to evaluate a grid of exactly ``n`` values at every point, pass it already
+broadcast to ``(n, n)``.
 """
 
 from __future__ import annotations
@@ -109,17 +111,19 @@ def _check_probability(q, name):
     return q
 
 
-def _check_y_shape(y_shape, batch_shape):
+def _check_y_shape(y_shape, batch_shape, name="y"):
     """Broadcastable, and not one value per point in a transposed or extra-axis
     layout: a y of shape (n, 1) against a batch (n,) would broadcast to (n, n),
     pairing every value with every point (a silent wrong answer)."""
-    shape = _broadcast_shape([("y", y_shape), ("the distribution's batch shape", batch_shape)])
+    shape = _broadcast_shape([(name, y_shape), ("the distribution's batch shape", batch_shape)])
     n = math.prod(batch_shape)
     if y_shape != batch_shape and math.prod(y_shape) == n > 1 and math.prod(shape) > n:
         raise ValueError(
-            f"y has one value per point of the distribution but shape {y_shape} against its "
-            f"batch shape {batch_shape}: broadcasting would pair every value with every "
-            f"point (shape {shape}). Reshape y to {batch_shape}."
+            f"{name} has one value per point of the distribution but shape {y_shape} against "
+            f"its batch shape {batch_shape}: broadcasting would pair every value with every "
+            f"point (shape {shape}). Reshape {name} to {batch_shape} for one value per point; "
+            f"to evaluate every value at every point (a grid), pass {name} broadcast to "
+            f"{shape} (np.broadcast_to)."
         )
 
 
@@ -272,6 +276,7 @@ class _ContinuousMixin(_ReadOnlyArrays):
             ``cdf(upper) - cdf(lower) == confidence`` for a continuous predictive.
         """
         c = _check_probability(confidence, "confidence")
+        _check_y_shape(c.shape, self.shape, "confidence")
         alpha = 0.5 * (1.0 - c)
         return self.ppf(alpha), self.ppf(1.0 - alpha)
 
@@ -527,7 +532,7 @@ class NormalPredictive(_ContinuousMixin):
         1.959964
         """
         q = _check_probability(q, "q")
-        _broadcast_shape([("q", q.shape), ("the distribution's batch shape", self.shape)])
+        _check_y_shape(q.shape, self.shape, "q")
         s = np.sqrt(self._var)
         z = special.ndtri(q)
         with np.errstate(invalid="ignore"):
@@ -551,7 +556,7 @@ class NormalPredictive(_ContinuousMixin):
         1.96
         """
         c = _check_probability(confidence, "confidence")
-        _broadcast_shape([("confidence", c.shape), ("the distribution's batch shape", self.shape)])
+        _check_y_shape(c.shape, self.shape, "confidence")
         s = np.sqrt(self._var)
         with np.errstate(invalid="ignore"):
             half = np.where(s > 0, s * special.ndtri(0.5 + 0.5 * c), 0.0)
@@ -984,6 +989,7 @@ class GaussianMixturePredictive(_ContinuousMixin):
         from scipy.optimize.elementwise import find_root
 
         q = _check_probability(q, "q")
+        _check_y_shape(q.shape, self.shape, "q")
         shape = _broadcast_shape([("q", q.shape), ("the distribution's batch shape", self.shape)])
         k = self.n_components
         qf = np.broadcast_to(q, shape).reshape(-1)
@@ -1005,7 +1011,13 @@ class GaussianMixturePredictive(_ContinuousMixin):
             qj = qf[j]
             lower = np.sum(w[j] * _norm_cdf(xk, m[j], v[j]), axis=-1) - qj
             upper = (1.0 - qj) - np.sum(w[j] * _norm_sf(xk, m[j], v[j]), axis=-1)
-            return np.where(qj <= 0.5, lower, upper)
+            # Far in the lower tail the cdf underflows (ndtr is 0 below -37.7):
+            # there log cdf - log q, from log_ndtr.
+            with np.errstate(divide="ignore"):
+                log_lower = special.logsumexp(
+                    np.log(w[j]) + _norm_logcdf(xk, m[j], v[j]), axis=-1
+                ) - np.log(qj)
+            return np.where(qj < 1e-300, log_lower, np.where(qj <= 0.5, lower, upper))
 
         todo = np.flatnonzero((qf > 0) & (qf < 1) & (lo < hi))
         if todo.size:
@@ -1192,6 +1204,20 @@ class GaussianMixturePredictive(_ContinuousMixin):
 # --------------------------------------------------------------------------- categorical
 
 
+def _renormalise_rows(p, total):
+    """``p`` (float64, class axis last) with the rows whose sum ``total`` is off
+    1 by more than its own rounding (``C`` ulp) divided by it; a new array.
+
+    Dividing a row of exact fractions ``k/M`` (ensemble votes) whose float sum
+    is ``1 - 1ulp`` would move ``k/M`` by an ulp, across a calibration bin's
+    edge (:func:`skbayesnn.metrics.expected_calibration_error`).
+    """
+    out = np.array(p, dtype=np.float64)
+    off = np.abs(total - 1.0) > p.shape[-1] * np.finfo(np.float64).eps
+    out[off] /= total[off][..., None]
+    return out
+
+
 def _check_simplex(p, name):
     _check_finite(p, name)
     if p.size and np.min(p) < 0:
@@ -1202,7 +1228,7 @@ def _check_simplex(p, name):
             f"{name} must sum to 1 over classes (last axis) within 1e-6; got sums between "
             f"{total.min()!r} and {total.max()!r}."
         )
-    return p / total[..., None]
+    return _renormalise_rows(p, total)
 
 
 class CategoricalPredictive(_ReadOnlyArrays):

@@ -55,7 +55,7 @@ from sklearn.metrics import log_loss as _sk_log_loss
 from sklearn.utils import check_consistent_length
 from sklearn.utils.validation import _check_sample_weight, check_array, column_or_1d
 
-from .distributions import GaussianMixturePredictive, NormalPredictive
+from .distributions import GaussianMixturePredictive, NormalPredictive, _renormalise_rows
 
 __all__ = [
     "PredictiveScorer",
@@ -904,7 +904,7 @@ def _check_proba(y_true, y_proba, classes):
     # rows must sum to one within 1e-6, or ~10 C ulp for low-precision input
     eps = np.finfo(p.dtype if p.dtype.kind == "f" else np.float64).eps
     tol = max(1e-6, 10.0 * n_classes * eps)
-    p = p.astype(np.float64, copy=True)  # (rows are renormalised in place below)
+    p = p.astype(np.float64, copy=False)
     if np.any(p < 0) or np.any(p > 1):
         raise ValueError(
             f"y_proba must lie in [0, 1]; got values in [{p.min()!r}, {p.max()!r}]."
@@ -915,11 +915,7 @@ def _check_proba(y_true, y_proba, classes):
         raise ValueError(
             f"the rows of y_proba must sum to one (tolerance {tol:g}); one sums to {worst!r}."
         )
-    # Renormalise rows off by more than the rounding of their sum: dividing a
-    # row of exact fractions k/M (ensemble votes) whose float sum is 1 - 1ulp
-    # would move k/M by an ulp, across its calibration-bin edge.
-    off = np.abs(row_sums - 1.0) > n_classes * np.finfo(np.float64).eps
-    p[off] /= row_sums[off, None]
+    p = _renormalise_rows(p, row_sums)
 
     if classes is not None:
         classes = column_or_1d(np.asarray(classes), input_name="classes")

@@ -661,6 +661,17 @@ def test_y_with_one_value_per_point_in_another_layout_is_refused():
     with pytest.raises(ValueError, match="Reshape y"):
         cat.logpmf([["a"], ["b"]])
     assert NormalPredictive([0.0], 1.0).logpdf([[0.0]]).shape == (1, 1)  # one point: no pairing
+    with pytest.raises(ValueError, match=r"Reshape q to \(3,\)"):
+        d.ppf(np.full((3, 1), 0.5))
+    with pytest.raises(ValueError, match="Reshape confidence"):
+        d.interval(np.full((3, 1), 0.5))
+    with pytest.raises(ValueError, match="Reshape q"):
+        mix.ppf([[0.5], [0.5]])
+    # a grid of exactly n values at every point: passed already broadcast
+    grid = np.broadcast_to(column, (3, 3))
+    np.testing.assert_allclose(d.logpdf(grid), d.logpdf(np.zeros((4, 1)) + column.T)[:3].T.T
+                               if False else stats.norm.logpdf(grid, [0.0, 1.0, 2.0], 1.0),
+                               rtol=1e-14)
 
 
 def test_overflowing_variance_parts_are_refused():

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
+import numpy as np  # (shape arithmetic only: arrays go through their namespace)
+
 from .._backend import array_namespace, special
 from .activations import APPROXIMATIONS as ACT_APPROXIMATIONS
 from .activations import activation_moments
@@ -42,8 +44,12 @@ def _check_inputs(posterior, X, X_var=None):
         )
     if X_var is not None:
         xp = array_namespace(X_var)
-        if tuple(X_var.shape) != tuple(X.shape):
-            raise ValueError(f"X_var must have the shape of X {tuple(X.shape)}; got "
+        try:
+            fits = np.broadcast_shapes(tuple(X_var.shape), tuple(X.shape)) == tuple(X.shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"X_var must broadcast to the shape of X {tuple(X.shape)}; got "
                              f"{tuple(X_var.shape)}.")
         if not bool(xp.all((X_var >= 0) & xp.isfinite(X_var))):
             raise ValueError("X_var must be finite and >= 0 (not NaN).")
@@ -63,9 +69,9 @@ def propagate(posterior, X, X_var=None, *, act_approx="linearize", return_layers
         Arrays in the same namespace as ``X``.
     X : array of shape (n_samples, n_features)
         Inputs (already scaled as the posterior expects).
-    X_var : array of shape (n_samples, n_features) or None
-        Variance of the inputs when they are uncertain (tagi.md §3.1); None for
-        deterministic inputs.
+    X_var : array broadcastable to (n_samples, n_features), or None
+        Variance of the inputs when they are uncertain (tagi.md §3.1), e.g. one
+        per feature; None for deterministic inputs.
     act_approx : {"linearize", "moment_match"}, default="linearize"
         ``"linearize"``: ``E[g(h)] = g(E h)``, ``Var = g'(E h)^2 Var h``, so the mean
         equals the network at the posterior mean (analytic_predictive.md §3).

@@ -275,6 +275,12 @@ def test_propagate_and_monte_carlo_validate_their_inputs():
     m0, v0 = propagate(post, X)
     m, v = propagate(post, X, np.zeros((2, 3)))  # zero input variance: deterministic inputs
     np.testing.assert_allclose(v, v0, rtol=1e-14)
+    per_feature = np.array([0.1, 0.2, 0.3])  # one variance per feature broadcasts
+    for x_var in (per_feature, per_feature[None, :]):
+        np.testing.assert_allclose(propagate(post, X, x_var)[1],
+                                   propagate(post, X, np.tile(per_feature, (2, 1)))[1], rtol=1e-14)
+    with pytest.raises(ValueError, match="X_var must broadcast"):
+        propagate(post, X, np.ones((3, 3)))
     for kwargs in (dict(n_samples=2.9), dict(n_samples=1), dict(chunk_size=0)):
         with pytest.raises(ValueError, match="n_samples|chunk_size"):
             monte_carlo_predictive(post, X, **kwargs)

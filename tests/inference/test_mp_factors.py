@@ -485,3 +485,20 @@ def test_leaky_relu_forward_accepts_the_exact_tie_of_a_wholly_positive_unit(rng)
     assert np.all(used)
     np.testing.assert_allclose(mean, z_mean, rtol=1e-9)
     np.testing.assert_allclose(var, z_var, rtol=1e-9)
+
+
+def test_leaky_relu_forward_is_never_broader_than_z_at_extreme_precision_ratios(rng):
+    # A tolerance relative to rho_z + rho_a let a message through whose
+    # precision rho_m - rho_a was rounding noise when rho_a >> rho_z (variance
+    # 1024 and mean 6.5 for z's N(0.03, 4.96), rho_a / rho_z = 2e12).  Within the
+    # tie band the message is now z's own; beyond it, the direct fallback.
+    z_mean, z_var = rng.uniform(-1.0, 3.0, size=2000), rng.uniform(0.1, 5.0, size=2000)
+    ratio = 10.0 ** rng.uniform(2.0, 13.0, size=2000)
+    rho_a = ratio / z_var
+    a_mean = np.abs(z_mean) + 8.0 / np.sqrt(rho_a) + rng.uniform(0.0, 2.0, size=2000)
+    mean, var, used = activation.leaky_relu_forward(z_mean, z_var, a_mean * rho_a, rho_a, 0.1)
+    assert np.all(var[used] <= z_var[used] * (1 + 1e-9))
+    case = [np.array([v]) for v in (0.03161243920640686, 4.960950789133827, 4965508.802237666,
+                                    389547937033.7841)]
+    mean, var, used = activation.leaky_relu_forward(*case, 0.1)
+    assert var[0] < 5.0 and (not used[0] or abs(mean[0] - 0.0316) < 1e-6)

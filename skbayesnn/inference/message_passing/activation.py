@@ -60,7 +60,9 @@ _INVERTIBLE_VAR = 1.0 / sys.float_info.max
 # arithmetic (the marginal is the product of the two Gaussians), and rounding
 # alone decided between the exact message and the direct fallback (69% of such
 # units fell back; the CPU kernel and the array path then differed by 1e-3).
-_TIE_RTOL = 1e-12
+# Within the band below the bound the message is z's own, the exact one there,
+# as wherever rounding makes rho_m - rho_a fall below 1/s2_z (rho_a >> 1/s2_z).
+_TIE_RTOL = 64 * sys.float_info.epsilon
 
 
 def leaky_relu_tilted(z_mean, z_var, tau_a, rho_a, alpha):
@@ -170,16 +172,20 @@ def leaky_relu_forward(z_mean, z_var, tau_a, rho_a, alpha):
     invertible = m_var > _INVERTIBLE_VAR
     rho_m = 1.0 / xp.where(invertible, m_var, 1.0)
     tau_m = m_mean * rho_m
-    rho_msg = rho_m - rho_s
-    tau_msg = tau_m - tau_s
+    rho_z = 1.0 / z_var
+    # An accepted message is at least as precise as z's own in exact arithmetic;
+    # below that it is rounding (the tie band, or rho_m - rho_a when rho_a >> rho_z)
+    tie = rho_m - rho_s < rho_z
+    rho_msg = xp.where(tie, rho_z, rho_m - rho_s)
+    tau_msg = xp.where(tie, z_mean * rho_z, tau_m - tau_s)
     accept = (
         ok
         & finite
         & (log_m0 > math.log(_MIN_MASS))
         & invertible
-        & xp.isfinite(rho_msg)
-        & xp.isfinite(tau_msg)
-        & (rho_m >= (1.0 / z_var + rho_s) * (1.0 - _TIE_RTOL))
+        & xp.isfinite(rho_m - rho_s)
+        & xp.isfinite(tau_m - tau_s)
+        & (rho_m >= (rho_z + rho_s) * (1.0 - _TIE_RTOL))
     )
     rho_safe = xp.where(accept, rho_msg, 1.0)
     m_acc = tau_msg / rho_safe

@@ -516,7 +516,7 @@ def _mixture_relative(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _forward_accept(z_var, tau_a, rho_a, m_mean, m_var, log_m0):
+def _forward_accept(z_mean, z_var, tau_a, rho_a, m_mean, m_var, log_m0):
     """The guards of the marginal approximation (§5.6 (b), §8) on the moments
     ``m_mean``, ``m_var`` and log normaliser of the moment-matched tilted
     density: ``(mean, var, accepted)`` of the message ``marginal / backward``.
@@ -526,12 +526,16 @@ def _forward_accept(z_var, tau_a, rho_a, m_mean, m_var, log_m0):
     invertible = m_var > _INVERTIBLE_VAR
     rho_m = 1.0 / (m_var if invertible else 1.0)
     tau_m = m_mean * rho_m
-    rho_msg = rho_m - rho_a
-    tau_msg = tau_m - tau_a
+    rho_z = 1.0 / z_var
+    # (activation._TIE_RTOL: within the band below the bound, or where rounding
+    # makes rho_m - rho_a fall below rho_z, z's own message)
+    tie = rho_m - rho_a < rho_z
+    rho_msg = rho_z if tie else rho_m - rho_a
+    tau_msg = z_mean * rho_z if tie else tau_m - tau_a
     m_acc = tau_msg / rho_msg
     v_acc = 1.0 / rho_msg
-    accept = ((log_m0 > _LOG_MIN_MASS) & invertible & math.isfinite(rho_msg)
-              & math.isfinite(tau_msg) & (rho_m >= (1.0 / z_var + rho_a) * (1.0 - _TIE_RTOL))
+    accept = ((log_m0 > _LOG_MIN_MASS) & invertible & math.isfinite(rho_m - rho_a)
+              & math.isfinite(tau_m - tau_a) & (rho_m >= (rho_z + rho_a) * (1.0 - _TIE_RTOL))
               & math.isfinite(m_acc) & (v_acc > 0.0) & math.isfinite(v_acc))
     return m_acc, v_acc, accept
 
@@ -554,7 +558,8 @@ def _forward_message(z_mean, z_var, tau_a, rho_a, alpha,
             m_mean, m_var, log_m0, finite = _mixture2(
                 lw_p, lw_n, e_p, alpha * e_n, v_p, alpha * alpha * v_n
             )
-        m_acc, v_acc, accept = _forward_accept(z_var, tau_a, rho_a, m_mean, m_var, log_m0)
+        m_acc, v_acc, accept = _forward_accept(z_mean, z_var, tau_a, rho_a, m_mean, m_var,
+                                               log_m0)
         if finite and accept:
             return m_acc, v_acc, True
     d_mean, d_var = _leaky_direct(z_mean, z_var, alpha)
@@ -677,7 +682,7 @@ def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, W):
             W[_MIX_LOG, k] = W[_MIX_G, k] + math.log(W[_MIX_MASS, k]) - 0.5 * _LOG_2PI
         for k in range(n):  # vectorised
             W[_ACC_M, k], W[_ACC_V, k], accept = _forward_accept(
-                zv[k], ta[k], ra[k], W[_M_MEAN, k], W[_M_VAR, k], W[_MIX_LOG, k])
+                zm[k], zv[k], ta[k], ra[k], W[_M_MEAN, k], W[_M_VAR, k], W[_MIX_LOG, k])
             W[_ACC, k] = 1.0 if accept else 0.0
         for k in range(n):  # the rest (rarely taken): _forward_message's other paths
             if W[_ACC, k] > 0.0 and math.isfinite(W[_DELTA, k]) and _forward_ok(ta[k], ra[k]):
