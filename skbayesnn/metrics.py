@@ -1123,7 +1123,14 @@ class PredictiveScorer:
 
     When the estimator lacks ``response`` but is a
     :class:`~sklearn.pipeline.Pipeline` whose final step has it, ``X`` is
-    transformed by the preceding steps and the final step is asked.
+    transformed by the preceding steps and the final step is asked; a fitted
+    search (``GridSearchCV`` ...) is scored through its ``best_estimator_``.
+    For ``"predict_dist"``, a regressor whose ``predict`` takes ``return_std``
+    is read as ``NormalPredictive(mean, std**2)``: scikit-learn's
+    ``BayesianRidge`` and ``ARDRegression`` include the noise in that std, but
+    ``GaussianProcessRegressor`` leaves out its ``alpha`` (the std is the
+    latent function's unless the kernel has a ``WhiteKernel``), and would then
+    be scored as a far too narrow predictive.
 
     Parameters
     ----------

@@ -145,9 +145,11 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         finite (pbp.md §4.4).
     n_noise_rejected_ : int
         Noise-Gamma updates of PBP's Gaussian stand-in not applied: for a
-        residual beyond the noise sd (an outlier), invalid ones or ones that
-        overshoot the exact update of a zero output variance are replaced by
-        that update; elsewhere invalid ones are discarded
+        residual beyond the noise sd, invalid ones or ones that overshoot the
+        exact update of a zero output variance are replaced by that update (an
+        outlier, mostly; with a near-zero output variance also ordinary
+        residuals of 1.3 noise sds or more, where the two updates agree to
+        ~1e-6); elsewhere invalid ones are discarded
         (:func:`skbayesnn.inference.pbp.guard_noise_update`).
     n_prior_skipped_ : int
         Prior factors left unchanged by the EP guards.

@@ -553,7 +553,9 @@ def test_noise_update_of_an_outlier_is_close_to_the_exact_one(a, b, v):
     # The Gaussian stand-in of the Student-t normalisers overshoots in the
     # tail (at a = 10: noise variance 14 for an exact 1.2 at 10 sds, negative at
     # 20); the guard replaces it by the zero-output-variance conjugate update,
-    # which the exact one stays just below.  Within 3 sds nothing changes.
+    # which the exact one stays just below.  Within 3 sds nothing changes at
+    # these output variances (near v = 0 the guard takes over from ~1.3 noise
+    # sds, where the stand-in and the exact v = 0 update agree to ~1e-6).
     s2 = b / (a - 1.0)
     for z in (0.5, 1.0, 2.0, 3.0, 10.0, 20.0, 30.0):
         y = z * math.sqrt(v + s2)
