@@ -770,7 +770,13 @@ def mean_interval_width(y_dist, confidence=0.95, *, sample_weight=None):
 
 
 def _abs_coverage_error(y_true, y_dist, confidence=0.95, *, sample_weight=None):
-    """``|coverage(y_true, y_dist, confidence) - confidence|`` (for the scorer)."""
+    """``|coverage(y_true, y_dist, confidence) - confidence|`` (for the scorer);
+    for several outputs the mean of the outputs' errors (an over- and an
+    under-covering output must not cancel)."""
+    columns = _output_columns(y_true, y_dist, "coverage")
+    if columns is not None:
+        return float(np.mean([_abs_coverage_error(y, d, confidence, sample_weight=sample_weight)
+                              for y, d in columns]))
     cov = coverage(y_true, y_dist, confidence, sample_weight=sample_weight)
     return abs(cov - float(confidence))
 

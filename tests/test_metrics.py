@@ -1063,3 +1063,16 @@ def test_crps_at_huge_standard_deviations():
         s * (np.sqrt(2.0) - 1.0) / np.sqrt(np.pi), rel=1e-14)
     with pytest.raises(ValueError, match="overflow as variances"):
         M.crps_gaussian_mixture([0.0], [0.0], [1e160], [1.0])
+
+
+def test_coverage_error_scorer_does_not_let_outputs_cancel(rng):
+    # One output's intervals far too wide (coverage 1), the other's far too
+    # narrow: |mean coverage - 0.95| was small, the mean of the errors is not.
+    n = 4000
+    mean = np.zeros((n, 2))
+    y = rng.normal(size=(n, 2))
+    # (sd 0.839: 90% coverage, 5 points short, as the wide output is 5 over)
+    d = NormalPredictive(mean, np.column_stack([np.full(n, 100.0), np.full(n, 0.839 ** 2)]))
+    per_output = [abs(M.coverage(y[:, j], d[:, j]) - 0.95) for j in range(2)]
+    assert M._abs_coverage_error(y, d) == pytest.approx(np.mean(per_output), rel=1e-14)
+    assert abs(M.coverage(y, d) - 0.95) < 0.01 < 0.04 < M._abs_coverage_error(y, d)
