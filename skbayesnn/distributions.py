@@ -112,9 +112,10 @@ def _check_probability(q, name):
 
 
 def _check_y_shape(y_shape, batch_shape, name="y"):
-    """Broadcastable, and not one value per point in a transposed or extra-axis
-    layout: a y of shape (n, 1) against a batch (n,) would broadcast to (n, n),
-    pairing every value with every point (a silent wrong answer)."""
+    """The broadcast shape, where broadcastable and not one value per point in a
+    transposed or extra-axis layout: a y of shape (n, 1) against a batch (n,)
+    would broadcast to (n, n), pairing every value with every point (a silent
+    wrong answer)."""
     shape = _broadcast_shape([(name, y_shape), ("the distribution's batch shape", batch_shape)])
     n = math.prod(batch_shape)
     if y_shape != batch_shape and math.prod(y_shape) == n > 1 and math.prod(shape) > n:
@@ -125,6 +126,7 @@ def _check_y_shape(y_shape, batch_shape, name="y"):
             f"to evaluate every value at every point (a grid), pass {name} broadcast to "
             f"{shape} (np.broadcast_to)."
         )
+    return shape
 
 
 def _y_array(y, batch_shape):
@@ -989,8 +991,7 @@ class GaussianMixturePredictive(_ContinuousMixin):
         from scipy.optimize.elementwise import find_root
 
         q = _check_probability(q, "q")
-        _check_y_shape(q.shape, self.shape, "q")
-        shape = _broadcast_shape([("q", q.shape), ("the distribution's batch shape", self.shape)])
+        shape = _check_y_shape(q.shape, self.shape, "q")
         k = self.n_components
         qf = np.broadcast_to(q, shape).reshape(-1)
         m = np.broadcast_to(self._means, shape + (k,)).reshape(-1, k)
@@ -1011,13 +1012,17 @@ class GaussianMixturePredictive(_ContinuousMixin):
             qj = qf[j]
             lower = np.sum(w[j] * _norm_cdf(xk, m[j], v[j]), axis=-1) - qj
             upper = (1.0 - qj) - np.sum(w[j] * _norm_sf(xk, m[j], v[j]), axis=-1)
+            out = np.where(qj <= 0.5, lower, upper)
             # Far in the lower tail the cdf underflows (ndtr is 0 below -37.7):
             # there log cdf - log q, from log_ndtr.
-            with np.errstate(divide="ignore"):
-                log_lower = special.logsumexp(
-                    np.log(w[j]) + _norm_logcdf(xk, m[j], v[j]), axis=-1
-                ) - np.log(qj)
-            return np.where(qj < 1e-300, log_lower, np.where(qj <= 0.5, lower, upper))
+            tiny = qj < 1e-300
+            if np.any(tiny):
+                jt = j[tiny]
+                with np.errstate(divide="ignore"):
+                    out[tiny] = special.logsumexp(
+                        np.log(w[jt]) + _norm_logcdf(xk[tiny], m[jt], v[jt]), axis=-1
+                    ) - np.log(qj[tiny])
+            return out
 
         todo = np.flatnonzero((qf > 0) & (qf < 1) & (lo < hi))
         if todo.size:
@@ -1473,8 +1478,6 @@ class CategoricalPredictive(_ReadOnlyArrays):
                 "mutual_information needs member probabilities: build the CategoricalPredictive "
                 "with member_proba (ensemble members or Monte Carlo samples)."
             )
-        # The entropy of the members' own mean, not of proba: proba may differ
-        # from it by 1e-6, which the steep entropy near 0 turns into ~1e-5 nats.
         total = special.entr(self._member_proba.mean(axis=0)).sum(axis=-1)
         return np.maximum(total - self.expected_entropy(), 0.0)
 

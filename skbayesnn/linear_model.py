@@ -166,24 +166,22 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
                 stacklevel=4,
             )
         lam, alpha = lg.maximize_evidence(stats, *fixed, spec=spec)
+        # The noise precision on a bound of the search: no maximum found.  The lower
+        # one is only reachable through partial_fit: y is scaled by the first
+        # batch, so a later batch ~1e6 times wider puts the noise beyond it.
+        at_bound = None
         if fixed[1] is None and not exact and alpha >= lg.PRECISION_BOUND * (1.0 - 1e-9):
+            at_bound = (lg.PRECISION_BOUND, "may overstate the noise (targets within about "
+                        "1e-6 of a linear fit); pass a numeric noise_precision.")
+        elif fixed[1] is None and alpha <= (1.0 + 1e-9) / lg.PRECISION_BOUND:
+            at_bound = (1 / lg.PRECISION_BOUND, "understates the noise (targets spread over "
+                        "about 1e6 times the scale of the first partial_fit batch, which y is "
+                        "scaled by); pass a numeric noise_precision or fit all the data at once.")
+        if at_bound is not None:
             warnings.warn(
-                f"The evidence still increases at the search bound {lg.PRECISION_BOUND:.4g} of "
-                "the noise precision: the fitted noise level is that bound, not a maximum, "
-                "and may overstate the noise (targets within about 1e-6 of a linear fit); "
-                "pass a numeric noise_precision.",
-                ConvergenceWarning,
-                stacklevel=4,
-            )
-        if fixed[1] is None and alpha <= (1.0 + 1e-9) / lg.PRECISION_BOUND:
-            # Only reachable through partial_fit: y is scaled by the first batch,
-            # so a later batch ~1e6 times wider puts the noise beyond the bound.
-            warnings.warn(
-                f"The evidence still increases at the search bound {1 / lg.PRECISION_BOUND:.4g} "
-                "of the noise precision: the fitted noise level is that bound, not a maximum, "
-                "and understates the noise (targets spread over about 1e6 times the scale of "
-                "the first partial_fit batch, which y is scaled by); pass a numeric "
-                "noise_precision or fit all the data at once.",
+                f"The evidence still increases at the search bound {at_bound[0]:.4g} of the "
+                "noise precision: the fitted noise level is that bound, not a maximum, and "
+                f"{at_bound[1]}",
                 ConvergenceWarning,
                 stacklevel=4,
             )

@@ -256,6 +256,15 @@ def _output_columns(y_true, y_dist, func_name):
     return [(y[:, j], y_dist[:, j]) for j in range(y.shape[1])]
 
 
+def _mean_over_outputs(func, y_true, y_dist, *args, name=None, **kwargs):
+    """``func(y_j, y_dist[:, j], *args, **kwargs)`` averaged over the outputs of a
+    multi-output ``y_true`` (:func:`_output_columns`); None for one output."""
+    columns = _output_columns(y_true, y_dist, name or func.__name__)
+    if columns is None:
+        return None
+    return float(np.mean([func(y, d, *args, **kwargs) for y, d in columns]))
+
+
 def _require(y_dist, method, func_name, hint=""):
     fn = getattr(y_dist, method, None)
     if not callable(fn):
@@ -624,9 +633,9 @@ def crps(y_true, y_dist, *, sample_weight=None):
     TypeError
         For any other distribution type (no closed form implemented).
     """
-    columns = _output_columns(y_true, y_dist, "crps")
-    if columns is not None:
-        return float(np.mean([crps(y, d, sample_weight=sample_weight) for y, d in columns]))
+    per_output = _mean_over_outputs(crps, y_true, y_dist, sample_weight=sample_weight)
+    if per_output is not None:
+        return per_output
     if isinstance(y_dist, GaussianMixturePredictive):
         y = _check_y(y_true)
         _y_like_dist(y, y_dist)  # the batch must describe the n samples
@@ -729,10 +738,10 @@ def coverage(y_true, y_dist, confidence=0.95, *, sample_weight=None):
     """
     confidence = _check_confidence(confidence)
     interval = _require(y_dist, "interval", "coverage")
-    columns = _output_columns(y_true, y_dist, "coverage")
-    if columns is not None:
-        return float(np.mean([coverage(y, d, confidence, sample_weight=sample_weight)
-                              for y, d in columns]))
+    per_output = _mean_over_outputs(coverage, y_true, y_dist, confidence,
+                                    sample_weight=sample_weight)
+    if per_output is not None:
+        return per_output
     y = _check_y(y_true)
     _y_like_dist(y, y_dist)  # the batch must describe the n samples
     lo, hi = interval(confidence)
@@ -773,10 +782,10 @@ def _abs_coverage_error(y_true, y_dist, confidence=0.95, *, sample_weight=None):
     """``|coverage(y_true, y_dist, confidence) - confidence|`` (for the scorer);
     for several outputs the mean of the outputs' errors (an over- and an
     under-covering output must not cancel)."""
-    columns = _output_columns(y_true, y_dist, "coverage")
-    if columns is not None:
-        return float(np.mean([_abs_coverage_error(y, d, confidence, sample_weight=sample_weight)
-                              for y, d in columns]))
+    per_output = _mean_over_outputs(_abs_coverage_error, y_true, y_dist, confidence,
+                                    name="coverage", sample_weight=sample_weight)
+    if per_output is not None:
+        return per_output
     cov = coverage(y_true, y_dist, confidence, sample_weight=sample_weight)
     return abs(cov - float(confidence))
 
@@ -856,12 +865,10 @@ def regression_calibration_error(y_true, y_dist, *, n_levels=19, sample_weight=N
     """
     if isinstance(n_levels, bool) or not isinstance(n_levels, Integral) or n_levels < 1:
         raise ValueError(f"n_levels must be a positive integer; got {n_levels!r}.")
-    columns = _output_columns(y_true, y_dist, "regression_calibration_error")
-    if columns is not None:
-        return float(np.mean([
-            regression_calibration_error(y, d, n_levels=n_levels, sample_weight=sample_weight)
-            for y, d in columns
-        ]))
+    per_output = _mean_over_outputs(regression_calibration_error, y_true, y_dist,
+                                    n_levels=n_levels, sample_weight=sample_weight)
+    if per_output is not None:
+        return per_output
     u = pit_values(y_true, y_dist)
     sw = _check_weights(sample_weight, u.shape[0])
     levels = np.arange(1, n_levels + 1) / (n_levels + 1)
@@ -1280,19 +1287,22 @@ class PredictiveScorer:
         return request
 
 
+def _parameters(func):
+    """``func``'s parameters by name ({} where it has no signature)."""
+    try:
+        return inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
 def _names(func, name):
     """Whether ``func`` has a parameter called ``name``."""
-    try:
-        return name in inspect.signature(func).parameters
-    except (TypeError, ValueError):
-        return False
+    return name in _parameters(func)
 
 
 def _accepts(func, name):
-    try:
-        params = inspect.signature(func).parameters
-    except (TypeError, ValueError):
-        return False
+    """Whether ``func`` takes ``name`` as a keyword (by name or ``**kwargs``)."""
+    params = _parameters(func)
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 

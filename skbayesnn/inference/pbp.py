@@ -567,15 +567,9 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
         relu_mean = below.out_mean
         dm = d_mz * cdf + d_vz * (2.0 * relu_mean * ccdf)
         dv = d_mz * (0.5 * pdf_over_std) + d_vz * (cdf - relu_mean * pdf_over_std)
-    out = (log_z0[:, 0], grad_means, grad_variances, log_z1[:, 0], log_z2[:, 0])
-    if return_residual2:
-        out += ((resid * resid)[:, 0],)
-    if ndim == 1:
-        # One point: sum the length-1 axes away (indexing would give a NumPy
-        # scalar and leave the namespace).
-        out = tuple(xp.sum(v) if k not in (1, 2) else [g[0] for g in v]
-                    for k, v in enumerate(out))
-    return out
+    per_point = (log_z0, log_z1, log_z2) + ((resid * resid,) if return_residual2 else ())
+    return pbp_spike_slab._log_z_grads_results(xp, ndim, grad_means, grad_variances,
+                                               *per_point)
 
 
 # ---------------------------------------------------------------------------

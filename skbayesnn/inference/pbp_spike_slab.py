@@ -450,13 +450,21 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
             d_mean_in,
             d_var_in,
         )
-    out = (log_z0[:, 0], grad_means, grad_variances, log_z1[:, 0], log_z2[:, 0])
+    per_point = (log_z0, log_z1, log_z2)
     if return_residual2:
         r2_slab = xp.where(rho_out > 0, (y - m_out) ** 2, 0.0)  # (m_out: the slab's mean)
-        r2 = xp.maximum(r2_slab, xp.where(rho_out < 1, y * y, 0.0))
-        out += (r2[:, 0],)
+        per_point += (xp.maximum(r2_slab, xp.where(rho_out < 1, y * y, 0.0)),)
+    return _log_z_grads_results(xp, ndim, grad_means, grad_variances, *per_point)
+
+
+def _log_z_grads_results(xp, ndim, grad_means, grad_variances, log_z0, *per_point):
+    """The return value of :func:`log_z_grads` (and of
+    :func:`skbayesnn.inference.pbp.log_z_grads`): ``(log_z0, grad_means,
+    grad_variances, *per_point)`` with the per-point ``(n_points, 1)`` arrays
+    as ``(n_points,)``; for one point (``ndim`` 1 of ``x``) their length-1 axes
+    summed away (indexing would give a NumPy scalar and leave the namespace)
+    and the gradients' leading axis dropped."""
     if ndim == 1:
-        # One point: sum the length-1 axes away (as pbp.log_z_grads).
-        out = tuple(xp.sum(v) if k not in (1, 2) else [g[0] for g in v]
-                    for k, v in enumerate(out))
-    return out
+        return (xp.sum(log_z0), [g[0] for g in grad_means], [g[0] for g in grad_variances],
+                *(xp.sum(a) for a in per_point))
+    return (log_z0[:, 0], grad_means, grad_variances, *(a[:, 0] for a in per_point))

@@ -184,8 +184,9 @@ def test_batch_message_is_the_product_of_the_example_messages(rng, n_iter):
             active.step(X[6 + i : 7 + i], y[6 + i : 7 + i], np.array([i]), out)
         if it < n_iter - 1:
             active.recompute()
-    w, b = active.batch_message()
-    for (t, r), (mt, mr) in zip(w + b, active.msg_w + active.msg_b):
+    messages = [active.release_layer_message(layer, kind)
+                for kind in ("w", "b") for layer in range(st.n_layers)]
+    for (t, r), (mt, mr) in zip(messages, active.msg_w + active.msg_b):
         scale = np.abs(r).max()
         assert scale > 0  # the messages are not all zero
         np.testing.assert_allclose(r, mr.sum(axis=0), rtol=0, atol=1e-12 * scale)

@@ -1264,7 +1264,7 @@ def visit_kernel(
         # An example's old message exists from its second iteration on, and a
         # new one is stored only if a later iteration divides it out again:
         # the batch's product is the last marginal over the cavity (network.
-        # _ActiveBatch.batch_message), so "per_batch" stores no messages.
+        # _ActiveBatch.release_layer_message), so "per_batch" stores no messages.
         read_old = per_example and it > 0
         store = per_example and it < n_iter - 1
         if not per_example and it > 0:  # restart from the cavity (memory="per_batch")

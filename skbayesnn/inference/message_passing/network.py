@@ -313,7 +313,7 @@ class _ActiveBatch:
         uninitialised for the kernel (``zero_messages=False``) (§6 step 1).
 
         With ``memory="per_batch"`` no example message is stored (the batch's
-        product is :meth:`batch_message`); the kernel still takes one array
+        product is :meth:`release_layer_message`); the kernel still takes one array
         per weight layer.
         """
         st = self.state
@@ -340,22 +340,17 @@ class _ActiveBatch:
                     cav[layer][1] + xp.sum(msg[layer][1], axis=0),
                 )
 
-    def batch_message(self):
-        """The product of the batch's example messages, ``q / cavity`` (§6 step 3).
+    def release_layer_message(self, layer, kind="w"):
+        """The product of the batch's example messages to one layer's weights
+        (``"w"``) or biases (``"b"``), ``q / cavity`` (§6 step 3), dropping the
+        batch's marginal and cavity of it (the batch is done with them: the
+        commit then needs no memory beyond the visit's).
 
         The marginal is the cavity times every example's current message, so
         this is their product without a sum over ``b x P`` stored messages
         (which ``memory="per_batch"`` does not keep, and the kernel's last
         iteration does not store).
         """
-        w = [(q[0] - c[0], q[1] - c[1]) for q, c in zip(self.q_w, self.cav_w)]
-        b = [(q[0] - c[0], q[1] - c[1]) for q, c in zip(self.q_b, self.cav_b)]
-        return w, b
-
-    def release_layer_message(self, layer, kind="w"):
-        """:meth:`batch_message` of one layer's weights (``"w"``) or biases
-        (``"b"``), dropping the batch's marginal and cavity of it (the batch is
-        done with them): the commit then needs no memory beyond the visit's."""
         q, cav = (self.q_w, self.cav_w) if kind == "w" else (self.q_b, self.cav_b)
         (qt, qr), (ct, cr) = q[layer], cav[layer]
         q[layer] = cav[layer] = None
