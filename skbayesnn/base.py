@@ -75,6 +75,11 @@ def _comparable(value):
     return value
 
 
+#: A column whose values span no more than this many units in the last place
+#: of its largest magnitude is taken for a constant one (rounding noise).
+_CONSTANT_ULPS = 64
+
+
 def fit_input_scaler(X, max_abs_z=None):
     """A ``StandardScaler`` fitted on ``X``, optionally with floored scales.
 
@@ -84,35 +89,62 @@ def fit_input_scaler(X, max_abs_z=None):
     nearly constant in training (a pixel that is almost always 0) turns its rare
     values into inputs of size 50-90, where a network's untrained weights dominate
     the prediction.
+
+    A feature constant in training (to within rounding, :func:`_varies`) gets
+    an infinite scale: it is standardised to 0 in training and at prediction,
+    so the model ignores it.  The data say nothing of its effect, and any
+    finite scale would make predictions for its other values depend on the
+    units it is given in (``StandardScaler``'s scale 1 does).
     """
-    scaler = _fit_standard_scaler(X, "X")
+    scaler, varies = _fit_standard_scaler(X, "X")
     if max_abs_z is not None:
         span = np.max(X, axis=0) - np.min(X, axis=0)
         scaler.scale_ = np.maximum(scaler.scale_, span / max_abs_z)
         _check_scaling(scaler, "X")
+    scaler.scale_ = np.where(varies, scaler.scale_, np.inf)
     return scaler
+
+
+def _varies(values):
+    """Whether each column of ``values`` spans more than ``_CONSTANT_ULPS``
+    units in the last place of its largest magnitude.
+
+    ``StandardScaler`` takes a column for a constant one when its standard
+    deviation is below about ``n eps |mean|``, a bound on the rounding error of
+    its variance; its two-pass variance is far more accurate than that, and
+    the bound also takes columns of hundreds of distinct values (``1e6 + 1e-8
+    z`` at 200 rows), which then kept scale 1: a noise level or prior in
+    standardised units acted in the column's own units (R^2 -1e9 on such a
+    target).
+    """
+    top = np.max(values, axis=0)
+    bottom = np.min(values, axis=0)
+    size = np.maximum(np.abs(top), np.abs(bottom))
+    with np.errstate(over="ignore"):
+        return (top - bottom) > _CONSTANT_ULPS * np.spacing(size)
 
 
 def _fit_standard_scaler(values, name):
-    """``StandardScaler().fit(values)``, or a ValueError where the mean or the
-    standard deviation of a column is not finite in float64 (values near
-    1e154 and beyond, whose squares overflow): a model fitted on such scaling
-    would predict NaN."""
+    """``StandardScaler().fit(values)`` with scale ``sqrt(var_)`` for every
+    column that :func:`_varies` and scale 1 for the others, and the mask of
+    the former; or a ValueError where the mean or the standard deviation of a
+    column is not finite in float64 (values near 1e154 and beyond, whose
+    squares overflow): a model fitted on such scaling would predict NaN."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         scaler = StandardScaler().fit(values)
-    _check_scaling(scaler, name, values)
-    return scaler
+    varies = _varies(values)
+    _check_scaling(scaler, name, varies)
+    scaler.scale_ = np.where(varies, np.sqrt(scaler.var_), 1.0)
+    return scaler, varies
 
 
 def _fit_target_scaler(Y):
     """The ``StandardScaler`` of the regression targets, with a warning for a
-    constant column: it gets scale 1, so that parameters stated in standardised
-    units (noise levels, priors) act in the target's own units."""
-    scaler = _fit_standard_scaler(Y, "y")
-    # StandardScaler's rule for "constant" also takes columns whose variance is
-    # rounding noise (values a few ulps apart); a standardised column has
-    # variance 1 up to rounding and scale 1 as well
-    constant = np.flatnonzero((scaler.scale_ == 1.0) & (np.abs(scaler.var_ - 1.0) > 1e-6))
+    constant column (to within rounding, :func:`_varies`): it gets scale 1, so
+    that parameters stated in standardised units (noise levels, priors) act in
+    the target's own units."""
+    scaler, varies = _fit_standard_scaler(Y, "y")
+    constant = np.flatnonzero(~varies)
     if constant.size:
         warnings.warn(
             f"y is constant (column(s) {constant.tolist()}) in the data that sets its "
@@ -125,7 +157,7 @@ def _fit_target_scaler(Y):
     return scaler
 
 
-def _check_scaling(scaler, name, values=None):
+def _check_scaling(scaler, name, varies=None):
     bad = ~(np.isfinite(scaler.mean_) & np.isfinite(scaler.scale_))
     # A variance that overflows to inf while the mean stays finite (values
     # near 1e153-1e160, depending on n) is taken by StandardScaler for a
@@ -138,17 +170,16 @@ def _check_scaling(scaler, name, values=None):
             f"{name} cannot be standardised in float64: the mean or standard deviation of "
             f"column(s) {columns} overflows.  Rescale {name} (e.g. divide by a power of ten)."
         )
-    if values is not None:
-        # StandardScaler gives a column of zero variance scale 1; one whose values
-        # differ but whose variance underflows (values near 1e-170) would then
-        # look constant to the model.
-        varies = np.max(values, axis=0) > np.min(values, axis=0)
-        underflow = varies & (scaler.var_ == 0)
+    if varies is not None:
+        # A column whose values differ but whose variance underflows to 0
+        # (values near 1e-170) would look constant to the model, and one whose
+        # variance is subnormal (1e-158 to 1e-161) has lost digits of its scale.
+        underflow = varies & (scaler.var_ < np.finfo(np.float64).tiny)
         if np.any(underflow):
             raise ValueError(
                 f"{name} cannot be standardised in float64: column(s) "
                 f"{np.flatnonzero(underflow).tolist()} vary but their variance underflows "
-                f"to 0.  Rescale {name} (e.g. multiply by a power of ten)."
+                f"float64.  Rescale {name} (e.g. multiply by a power of ten)."
             )
 
 
@@ -389,7 +420,9 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
     n_outputs_ : int
     x_scaler_, y_scaler_ : StandardScaler
         Standardisation of the inputs and targets, learned on the data passed to
-        ``fit`` (or to the first ``partial_fit``).  Constant features get scale 1.
+        ``fit`` (or to the first ``partial_fit``).  Features constant in that
+        data (to within rounding) get an infinite scale, so the model ignores
+        them; a constant target gets scale 1, with a warning.
     device_ : {"cpu", "cuda"}
         The device resolved from ``device``.
     """

@@ -131,7 +131,9 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     posterior_ : GaussianMLPPosterior
         The weights as the library's common posterior (scaling folded in);
         ``propagate(posterior_, X_scaled, act_approx="moment_match")`` gives
-        PBP's predictive moments.
+        PBP's predictive moments.  A bias-free spike-and-slab model predicts
+        with the spike-and-slab messages instead (``predict_dist`` is their
+        mixture), whose moments differ from these Gaussian ones.
     noise_variance_ : float
         ``E[1/gamma] = beta / (alpha - 1)`` of the noise Gamma, in the target's
         original units (squared).

@@ -205,3 +205,83 @@ def test_kernel_guards_the_noise_of_outliers_as_the_engine(rng, spike_slab):
     for a, b in zip(got_m + got_v, ref_m + ref_v):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     assert got[1] / (got[0] - 1.0) < 1e6  # (the stand-in alone: 1e100 and beyond)
+
+
+def test_kernel_keeps_tiny_slab_probabilities_as_the_engine():
+    # A bias-free hidden unit far below 0 (rho = Phi(-9.3) ~ 7e-21): the
+    # kernel computed the next layer's slab probability as 1 - prod(1 - rho),
+    # which rounds to 0, and took the point for a pure spike (log Z -4497.5),
+    # where the array engine (-expm1(sum log1p(-rho))) keeps the slab (log Z
+    # -3410.9, predict_dist as well).
+    from skbayesnn.inference import pbp_spike_slab
+
+    means = [np.array([[-0.93]]), np.array([[1.0]])]
+    variances = [np.array([[0.01]]), np.array([[1.0]])]
+    x, y = np.array([1.0]), 3.0
+    ref = float(pbp_spike_slab.log_z_grads(means, variances, x, y, 11.0, 0.01, bias=False)[0])
+    assert -3412.0 < ref < -3410.0
+    kw = dict(bias=False, spike_slab=True)
+    got_m, got_v, got = _kernel_epoch(means, variances, x[None], np.array([y]), [0], 11.0, 0.01,
+                                      **kw)
+    ref_m, ref_v, ref_out = _engine_epoch(means, variances, x[None], np.array([y]), [0], 11.0,
+                                          0.01, **kw)
+    np.testing.assert_allclose(got[4], ref, rtol=1e-12)
+    for a, b in zip(got_m + got_v, ref_m + ref_v):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    assert got[2:4] == ref_out[2:4]
+
+
+def test_kernel_spike_that_fits_far_better_than_the_slab_updates_as_the_engine():
+    # Every slab probability 1 (rho_out = 1): spike-and-slab is PBP exactly.
+    # The spike's N(y | 0, noise) / Z then overflowed (the spike fits ~1e3
+    # nats better than the slab); times its zero weight it gave NaN, and the
+    # kernel rejected the first layer's update (kept 5.0, the engines 1.98).
+    means = [np.array([[5.0]]), np.array([[1.0]])]
+    variances = [np.array([[0.01]]), np.array([[1e-4]])]
+    X, y = np.array([[1.0]]), np.array([0.0])
+    results = []
+    for spike_slab in (True, False):
+        kw = dict(bias=False, spike_slab=spike_slab)
+        results.append(_kernel_epoch(means, variances, X, y, [0], 11.0, 0.01, **kw))
+        results.append(_engine_epoch(means, variances, X, y, [0], 11.0, 0.01, **kw))
+    first = results[1][0][0][0, 0]
+    assert 1.9 < first < 2.1
+    for got_m, got_v, got in results:
+        assert got[2] == 0
+        for a, b in zip(got_m + got_v, results[1][0] + results[1][1]):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_noise_guard_weights_the_residuals_by_responsibility():
+    # An output whose slab has weight 1e-30 and lies far from y has the pure
+    # spike's log Z, and must leave the noise update's guard as the spike
+    # alone does.  The guard's residual was the largest over components of
+    # positive weight (the slab's, ~17 against y^2 = 0.09), which moved the
+    # guarded noise variance from 0.0052 to 0.085 (the reviewer's case).
+    # Now both paths weight the components' residuals by responsibility.
+    from scipy.stats import norm
+
+    from skbayesnn.inference import pbp_spike_slab
+
+    a, b, y = 11.0, 0.01, 0.3
+    X, Y = np.array([[1.0]]), np.array([y])
+
+    def net(hidden_mean):  # a bias-free ReLU unit on with probability Phi(hidden_mean)
+        means = [np.array([[hidden_mean]]), np.array([[50.0]])]
+        return means, [np.ones((1, 1)), np.full((1, 1), 1e-300)]
+
+    means, variances = net(norm.ppf(1e-30))
+    rho_out, slab_mean = pbp_spike_slab.forward(means, variances, X, bias=False)[:2]
+    assert float(rho_out[0, 0]) == pytest.approx(1e-30, rel=1e-6)
+    assert (y - float(slab_mean[0, 0])) ** 2 > 10.0  # a slab far out
+    r2 = float(pbp_spike_slab.log_z_grads(means, variances, X[0], y, a, b, bias=False,
+                                          return_residual2=True)[-1])
+    # (the slab's responsibility is ~2e-13: it adds ~3e-12 to y^2)
+    assert r2 == pytest.approx(y * y, rel=1e-9)
+    kw = dict(bias=False, spike_slab=True)
+    got = _kernel_epoch(means, variances, X, Y, [0], a, b, **kw)[2]
+    ref = _engine_epoch(means, variances, X, Y, [0], a, b, **kw)[2]
+    spike = _engine_epoch(*net(-40.0), X, Y, [0], a, b, **kw)[2]  # Phi(-40): no slab
+    np.testing.assert_allclose(got[:2], ref[:2], rtol=1e-12)
+    np.testing.assert_allclose(ref[:2], spike[:2], rtol=1e-9)
+    assert got[3] == ref[3] == spike[3] == 1  # the guard fired for all three

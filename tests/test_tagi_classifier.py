@@ -87,6 +87,21 @@ def test_proba_noise_only_changes_the_probit_variance():
     assert np.all(top >= noisy.predict_proba(X).max(axis=1)) and top.max() > norm.cdf(2.0)
 
 
+def test_the_probit_noise_caps_the_confidence_at_the_defaults():
+    # The docstring of proba_noise: with sigma_v = 0.3 and alpha = 1/3, node
+    # outputs fitted exactly to their targets +-1 with no epistemic variance
+    # give Phi(1 / sqrt(alpha^2 + sigma_v^2)) = Phi(2.23) = 0.987 per node and
+    # 0.96-0.97 per class of the ten-class tree; without the noise, above 0.99.
+    tree = ClassTree.build(10)
+    Y, _ = tree.targets(np.arange(10), np)
+    node = norm.cdf(1.0 / np.sqrt(1 / 9 + 0.09))
+    assert round(1.0 / np.sqrt(1 / 9 + 0.09), 2) == 2.23 and round(node, 3) == 0.987
+    p = tree.proba(Y, np.full_like(Y, 0.09), 1 / 3)
+    np.testing.assert_array_equal(p.argmax(axis=1), np.arange(10))
+    assert 0.955 <= np.diag(p).min() and np.diag(p).max() <= 0.975
+    assert np.diag(tree.proba(Y, np.zeros_like(Y), 1 / 3)).min() > 0.99
+
+
 def test_confident_outputs_decode_the_class():
     tree = ClassTree.build(10)
     Y, _ = tree.targets(np.arange(10), np)

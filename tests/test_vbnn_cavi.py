@@ -7,7 +7,7 @@ import copy
 import numpy as np
 import pytest
 
-from skbayesnn.inference.vbnn import cavi, predict
+from skbayesnn.inference.vbnn import cavi, predict, svi
 from skbayesnn.inference.vbnn.shrinkage import ShrinkagePrior
 
 
@@ -176,7 +176,7 @@ def test_engine_runs_in_the_strict_namespace(strict_xp, solver):
     # The GPU path: every array operation goes through the namespace (the strict
     # stand-in refuses direct NumPy calls, as CuPy arrays would); results equal
     # NumPy's.
-    from skbayesnn.inference.vbnn import selection, svi
+    from skbayesnn.inference.vbnn import selection
 
     xp, asarray = strict_xp
     X, Y = _problem(6, n=40)
@@ -267,3 +267,22 @@ def test_algorithm_3_boxes_are_those_of_the_gated_activations():
     lo, hi = z1.min(axis=0), z1.max(axis=0)
     np.testing.assert_allclose(rec.boxes[1][0], lo - 0.05 * (hi - lo), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(rec.boxes[1][1], hi + 0.05 * (hi - lo), rtol=1e-12, atol=1e-15)
+
+
+def test_svi_starts_from_the_first_batch_noise_precision():
+    # SVI initialises on its first batch of B rows and sets alpha = alpha0 +
+    # N/2 for the full data (vbnn.md §8 step 7).  beta must be scaled with it:
+    # alone, alpha made E[1/eta^2] = alpha/beta N/B times the batch's, a noise
+    # level sqrt(B/N) times too small for the first steps.
+    X, Y = _problem(2, n=200)  # 3 features
+    kw = dict(prior=ShrinkagePrior.build("student_t", [(4, 3), (1, 4)]), temperature=0.2,
+              bias_var=1.0, alpha0=2.0, beta0=0.1, alpha0_hidden=2.0, beta0_hidden=0.01)
+    state, _, _ = svi.run_svi(X, Y, (4,), rng=np.random.default_rng(0), batch_size=20,
+                              max_epochs=0, **kw)
+    rng = np.random.default_rng(0)
+    first = rng.permutation(200)[:20]
+    batch = cavi.initialize(X[first], Y[first], (4,), rng=rng, **kw)
+    for j in range(2):
+        np.testing.assert_allclose(state.alpha[j], batch.alpha[j] + 90.0, rtol=1e-15)
+        np.testing.assert_allclose(state.alpha[j] / state.beta[j], batch.alpha[j] / batch.beta[j],
+                                   rtol=1e-14)

@@ -160,7 +160,8 @@ def _slab(rho, mean, var):
 @njit(cache=True, error_model="numpy")
 def _output_log_z(y, rho, mean, var, noise_var, spike_slab):
     """``log Z`` of one point and, for ``noise_var`` of the current Gamma, the
-    gradients with respect to the output's ``(mean, var, rho)``.
+    gradients with respect to the output's ``(mean, var, rho)`` and the squared
+    residual of the noise update's guard.
 
     Gaussian: ``log N(y | mean, var + noise_var)`` (pbp.md §2.3).  Spike and
     slab: ``log[(1 - rho) N(y | 0, noise) + rho N(y | slab_mean, slab_var +
@@ -172,7 +173,7 @@ def _output_log_z(y, rho, mean, var, noise_var, spike_slab):
         r = y - mean
         g_mean = r / v_tot
         g_var = 0.5 * (r * g_mean - 1.0) / v_tot
-        return _log_normal(r * r, v_tot), g_mean, g_var, 0.0
+        return _log_normal(r * r, v_tot), g_mean, g_var, 0.0, r * r
     sm, sv = _slab(rho, mean, var)
     v1 = sv + noise_var
     r = y - sm
@@ -182,32 +183,38 @@ def _output_log_z(y, rho, mean, var, noise_var, spike_slab):
         log_z = _logaddexp(_log1m(rho) + log_n0, math.log(rho) + log_n1)
     else:
         log_z = log_n0
-    w1 = math.exp(math.log(rho) + log_n1 - log_z) if rho > 0.0 else 0.0
-    g_sm = w1 * r / v1
-    g_sv = 0.5 * w1 * (r * r / v1 - 1.0) / v1
-    g_rho = math.exp(log_n1 - log_z) - math.exp(log_n0 - log_z)
+    # As pbp_spike_slab.log_z_grads: the ratios N/Z clipped (the spike may fit
+    # 700 nats better than a slab of weight 1: inf times a zero factor below
+    # was NaN), the slab's gradients divided by rho (h_*) and converted
+    # without division (_slab_to_total_grads).
+    ratio0 = math.exp(min(log_n0 - log_z, _MAX_EXP_ARG))
+    ratio1 = math.exp(min(log_n1 - log_z, _MAX_EXP_ARG))
+    h_mean = ratio1 * r / v1
+    h_var = ratio1 * 0.5 * (r * r / v1 - 1.0) / v1
+    g_rho, g_mean, g_var = _slab_to_total_grads(rho, sm, sv, ratio1 - ratio0, h_mean, h_var)
+    return log_z, g_mean, g_var, g_rho, _mixture_residual2(y, rho, r, log_n0, log_n1, log_z)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _mixture_residual2(y, rho, r, log_n0, log_n1, log_z):
+    """Squared residual of a spike-and-slab output for the noise update's
+    guard: ``y^2`` and the slab's ``r^2`` weighted by their posterior
+    responsibilities (as ``pbp_spike_slab.log_z_grads(...,
+    return_residual2=True)``)."""
+    if rho >= 1.0:
+        return r * r
     if rho <= 0.0:
-        return log_z, 0.0, 0.0, g_rho
-    inv = 1.0 / rho
-    g_mean = g_sm * inv - g_sv * 2.0 * (1.0 - rho) * mean * inv * inv
-    g_var = g_sv * inv
-    g_rho += -g_sm * mean * inv * inv + g_sv * (
-        -var * inv * inv + 2.0 * mean * mean * inv**3 - mean * mean * inv * inv
-    )
-    return log_z, g_mean, g_var, g_rho
+        return y * y
+    w0 = math.exp(math.log1p(-rho) + log_n0 - log_z)
+    w1 = math.exp(math.log(rho) + log_n1 - log_z)
+    return w0 * (y * y) + w1 * (r * r)
 
 
-@njit(cache=True, error_model="numpy")
-def _residual2(y, rho, mean, var, spike_slab):
-    """Squared residual of the output, for a spike and slab the largest over its
-    components of positive weight (as ``log_z_grads(..., return_residual2=True)``)."""
-    if not spike_slab:
-        return (y - mean) * (y - mean)
-    r2 = y * y if rho < 1.0 else 0.0
-    if rho > 0.0:
-        sm = _slab(rho, mean, var)[0]
-        r2 = max(r2, (y - sm) * (y - sm))
-    return r2
+@njit(cache=True, error_model="numpy", inline="always")
+def _slab_to_total_grads(rho, slab_mean, slab_var, g_rho_direct, h_mean, h_var):
+    """``pbp_spike_slab._slab_to_total_grads``: ``(d/drho, d/dE, d/dVar)``."""
+    g_rho = g_rho_direct - h_mean * slab_mean + h_var * (slab_mean * slab_mean - slab_var)
+    return g_rho, h_mean - 2.0 * h_var * slab_mean * (1.0 - rho), h_var
 
 
 @njit(cache=True, error_model="numpy")
@@ -264,10 +271,12 @@ def _forward(Ms, Vs, x, bias, spike_slab, mu, var, rho, pre_m, pre_v, rho_lin, c
             pre_v[l, j] = s * av
         p = 1.0
         if spike_slab:
-            p0 = 1.0
+            # core.spike_slab.slab_probability: -expm1(sum log1p(-rho_i)), 1
+            # exactly with a bias input (1 - prod rounds to 0 for rho_i < 1e-16)
+            log_spike = 0.0
             for i in range(n_col):
-                p0 *= 1.0 - rho[l, i]
-            p = 1.0 - p0
+                log_spike += _log1m(rho[l, i])
+            p = -math.expm1(log_spike)
         rho_lin[l] = p
         if l == n_layers - 1:
             break
@@ -316,12 +325,11 @@ def _adf_point(
     _forward(Ms, Vs, x, bias, spike_slab, mu, var, rho, pre_m, pre_v, rho_lin, cache)
     top = n_layers - 1
     p_out, m_out, v_out = rho_lin[top], pre_m[top, 0], pre_v[top, 0]
-    log_z, g_mean, g_var, g_rho = _output_log_z(
+    log_z, g_mean, g_var, g_rho, r2 = _output_log_z(
         y, p_out, m_out, v_out, beta / (alpha - 1.0), spike_slab
     )
     lz1 = _output_log_z_k(y, p_out, m_out, v_out, beta / alpha, spike_slab)
     lz2 = _output_log_z_k(y, p_out, m_out, v_out, beta / (alpha + 1.0), spike_slab)
-    r2 = _residual2(y, p_out, m_out, v_out, spike_slab)
     g_out[0, 0] = g_mean  # d log Z / d (layer output mean)
     g_out[1, 0] = g_var  # ... / d (layer output variance)
     g_rho_lin = g_rho  # ... / d (the layer's scalar rho)
@@ -389,28 +397,19 @@ def _adf_point(
                 continue
             g_rho_i = g_rho_lin * rho_excl[i]
             vr = c[3, i]
-            # total moments rho mr and rho vr + rho (1 - rho) mr^2, and P(z != 0) = rho cdf
-            g_mr = p * g_mu + 2.0 * p * (1.0 - p) * mr * g_sig
-            g_vr = p * g_sig
-            g_cdf = p * g_rho_i
+            # pbp_spike_slab._relu_backward: the slab's gradients divided by p
+            # (ReLU(z) has mean p mr, variance p vr + p (1 - p) mr^2 and
+            # P(!= 0) = p cdf), converted without division; 1 - p cdf as
+            # (1 - p) + p ccdf (no cancellation for cdf ~ 1)
             a = c[7, i]
             std = c[8, i]
             d_cdf_d_sv = -0.5 * a * pos / std if std > 0.0 else 0.0
-            g_sm = g_mr * cdf + g_vr * 2.0 * mr * ccdf + g_cdf * pos
-            g_sv = g_mr * 0.5 * pos + g_vr * (cdf - mr * pos) + g_cdf * d_cdf_d_sv
-            g_rho_below += g_rho_i * cdf + g_mu * mr + g_sig * (vr + (1.0 - 2.0 * p) * mr * mr)
-            if p > 0.0:
-                am = pre_m[l - 1, i]
-                av = pre_v[l - 1, i]
-                inv = 1.0 / p
-                g_out[0, i] = g_sm * inv - g_sv * 2.0 * (1.0 - p) * am * inv * inv
-                g_out[1, i] = g_sv * inv
-                g_rho_below += -g_sm * am * inv * inv + g_sv * (
-                    -av * inv * inv + 2.0 * am * am * inv**3 - am * am * inv * inv
-                )
-            else:
-                g_out[0, i] = 0.0
-                g_out[1, i] = 0.0
+            h_m = g_rho_i * pos + g_mu * cdf + 2.0 * g_sig * mr * ((1.0 - p) + p * ccdf)
+            h_v = g_rho_i * d_cdf_d_sv + g_mu * (0.5 * pos) + g_sig * (cdf - p * mr * pos)
+            g_direct = g_rho_i * cdf + g_mu * mr + g_sig * (vr + (1.0 - 2.0 * p) * (mr * mr))
+            g_r, g_out[0, i], g_out[1, i] = _slab_to_total_grads(
+                p, c[0, i], c[1, i], g_direct, h_m, h_v)
+            g_rho_below += g_r
         g_rho_lin = g_rho_below
     a_new, b_new = _gamma_update(log_z, lz1, lz2, alpha, beta)
     # pbp.guard_noise_update: beyond the noise sd, invalid or overshooting the

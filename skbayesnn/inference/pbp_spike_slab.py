@@ -390,8 +390,9 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
         The normalisers with ``alpha_noise + 1`` and ``+ 2`` (for
         :func:`skbayesnn.inference.pbp.gamma_adf_update`).
     residual2 : array like ``log_z``
-        The largest squared residual over the output's components of positive
-        weight (``y^2`` for the spike, ``(y - m~)^2`` for the slab); only with
+        The squared residuals of the output's components (``y^2`` for the
+        spike, ``(y - m~)^2`` for the slab) weighted by their posterior
+        responsibilities; only with
         ``return_residual2=True`` (for :func:`skbayesnn.inference.pbp.guard_noise_update`).
     """
     xp = array_namespace(x, *means)
@@ -452,8 +453,15 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
         )
     per_point = (log_z0, log_z1, log_z2)
     if return_residual2:
-        r2_slab = xp.where(rho_out > 0, (y - m_out) ** 2, 0.0)  # (m_out: the slab's mean)
-        per_point += (xp.maximum(r2_slab, xp.where(rho_out < 1, y * y, 0.0)),)
+        # The components' squared residuals weighted by their responsibilities:
+        # the largest over components of positive weight let a far slab of
+        # weight 1e-30, which leaves log Z as it is, switch the guard off.
+        log_spike, log_slab = _mixture_log_weights(xp, rho_out)
+        w0 = xp.exp(log_spike + log_n0 - log_z0)
+        w1 = xp.exp(log_slab + log_n1 - log_z0)
+        r2 = w0 * (y * y) + w1 * (resid * resid)  # (m_out: the slab's mean)
+        r2 = xp.where(rho_out >= 1.0, resid * resid, xp.where(rho_out <= 0.0, y * y, r2))
+        per_point += (r2,)
     return _log_z_grads_results(xp, ndim, grad_means, grad_variances, *per_point)
 
 

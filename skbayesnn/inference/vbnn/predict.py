@@ -13,15 +13,17 @@ from ..._backend import array_namespace, asnumpy
 from . import cavi
 
 
-def local_state(state, X, *, max_iter=60, tol=1e-4):
+def local_state(state, X, *, max_iter=60, tol=1e-7, patience=3):
     """Fit the local factors of test rows ``X`` (standardised) with the global
     factors of ``state`` frozen.
 
     Initialised by Algorithm 3's gated pass with the trained weight means and
     ``S = E[eta^2] I``; then, per iteration: ``q(a*)`` backward and its moments,
     ``A*``, ``rho*`` layer by layer (vbnn.md §10.1).  Each row stops (its factors
-    are frozen) once the relative change of its own local ELBO is at most
-    ``tol`` (vbnn.md §5.1, 1e-4 in the paper), or after ``max_iter``
+    are frozen) once the relative change of its own local ELBO has been at
+    most ``tol`` (vbnn.md §5.1: 1e-4 in the paper, see ``VBNNRegressor``'s
+    ``predict_tol``) for ``patience``
+    consecutive iterations, as training stops, or after ``max_iter``
     iterations, so a row's prediction does not depend on the other rows.
 
     Returns ``(test_state, n_iter)``; ``test_state`` shares the global factors.
@@ -43,6 +45,7 @@ def local_state(state, X, *, max_iter=60, tol=1e-4):
         cavi.update_pg(test, j)
     previous = None
     frozen = xp.zeros((n,), dtype=bool)
+    calm = xp.zeros((n,), dtype=xp.int64)  # consecutive calm iterations per row
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
         kept = _local_factors(test)
@@ -54,7 +57,9 @@ def local_state(state, X, *, max_iter=60, tol=1e-4):
             _restore_rows(test, kept, frozen, X)
         value = local_elbo_rows(test)
         if previous is not None:
-            frozen = frozen | (xp.abs(value - previous) <= tol * xp.abs(previous))
+            still = xp.abs(value - previous) <= tol * xp.abs(previous)
+            calm = xp.where(still, calm + 1, 0)
+            frozen = frozen | (calm >= patience)
             if bool(xp.all(frozen)):
                 break
         previous = value

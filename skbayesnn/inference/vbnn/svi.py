@@ -122,8 +122,12 @@ def run_svi(
     batch_size = min(batch_size, n)
     first = xp.asarray(rng.permutation(n)[:batch_size])
     state = cavi.initialize(X[first], Y[first], hidden, rng=rng, **init_kwargs)
-    # alpha = alpha0 + N/2 for the full data (step 7).
-    state.alpha = [a - 0.5 * batch_size + 0.5 * n for a in state.alpha]
+    # alpha = alpha0 + N/2 for the full data (step 7), and beta scaled with it:
+    # the first batch's E[1/eta^2] = alpha/beta is kept (alpha alone made the
+    # noise precision N/B times the batch's)
+    full = [a - 0.5 * batch_size + 0.5 * n for a in state.alpha]
+    state.beta = [b * (a_full / a) for a, a_full, b in zip(state.alpha, full, state.beta)]
+    state.alpha = full
     monitor, t = cavi.ElboMonitor(tol, patience), 0
     for _ in range(max_epochs):
         order = rng.permutation(n)
