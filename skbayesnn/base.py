@@ -80,7 +80,7 @@ def _comparable(value):
 _CONSTANT_ULPS = 64
 
 
-def fit_input_scaler(X, max_abs_z=None):
+def fit_input_scaler(X, max_abs_z=None, *, ignore_constant=True):
     """A ``StandardScaler`` fitted on ``X``, optionally with floored scales.
 
     With ``max_abs_z = c``, a feature whose standard deviation is below
@@ -91,17 +91,30 @@ def fit_input_scaler(X, max_abs_z=None):
     the prediction.
 
     A feature constant in training (to within rounding, :func:`_varies`) gets
-    an infinite scale: it is standardised to 0 in training and at prediction,
-    so the model ignores it.  The data say nothing of its effect, and any
-    finite scale would make predictions for its other values depend on the
-    units it is given in (``StandardScaler``'s scale 1 does).
+    an infinite scale (``ignore_constant``, for ``fit``): it is standardised to
+    0 in training and at prediction, so the model ignores it.  The data say
+    nothing of its effect, and any finite scale would make predictions for its
+    other values depend on the units it is given in (``StandardScaler``'s
+    scale 1 does).  The first batch of ``partial_fit`` is not all the data:
+    there such a feature keeps scale 1, so that later batches can teach its
+    effect, and a warning names it.
     """
     scaler, varies = _fit_standard_scaler(X, "X")
     if max_abs_z is not None:
         span = np.max(X, axis=0) - np.min(X, axis=0)
         scaler.scale_ = np.maximum(scaler.scale_, span / max_abs_z)
         _check_scaling(scaler, "X")
-    scaler.scale_ = np.where(varies, scaler.scale_, np.inf)
+    if ignore_constant:
+        scaler.scale_ = np.where(varies, scaler.scale_, np.inf)
+    elif not np.all(varies):
+        warnings.warn(
+            f"X is constant (column(s) {np.flatnonzero(~varies).tolist()}) in the first "
+            "partial_fit batch, which sets the input scaling, so their scale is taken as "
+            "1: the model's predictions then depend on the units of these features.  "
+            "Make the first batch representative.",
+            UserWarning,
+            stacklevel=4,
+        )
     return scaler
 
 
@@ -310,12 +323,14 @@ class _BayesianEstimatorMixin:
             return np
         return get_namespace(self.device_)
 
-    def _start(self, X):
+    def _start(self, X, online=False):
         """Resolve the device, learn the input scaling, seed the generator; returns
-        the namespace.  Called by ``fit`` and by the first ``partial_fit``."""
+        the namespace.  Called by ``fit`` and (``online``) by the first
+        ``partial_fit``."""
         self.device_ = resolve_device(self.device)
         # Estimators without a ``max_abs_z`` parameter use plain standardisation.
-        self.x_scaler_ = fit_input_scaler(X, getattr(self, "max_abs_z", None))
+        self.x_scaler_ = fit_input_scaler(X, getattr(self, "max_abs_z", None),
+                                          ignore_constant=not online)
         self._creation_values = {name: self._creation_value(name)
                                  for name in ("device", *self._creation_params)}
         self._rng = self._make_rng()
@@ -420,9 +435,10 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
     n_outputs_ : int
     x_scaler_, y_scaler_ : StandardScaler
         Standardisation of the inputs and targets, learned on the data passed to
-        ``fit`` (or to the first ``partial_fit``).  Features constant in that
-        data (to within rounding) get an infinite scale, so the model ignores
-        them; a constant target gets scale 1, with a warning.
+        ``fit`` (or to the first ``partial_fit``).  Features constant in the
+        data of ``fit`` (to within rounding) get an infinite scale, so the
+        model ignores them; in a first ``partial_fit`` batch, scale 1 with a
+        warning, as a constant target gets.
     device_ : {"cpu", "cuda"}
         The device resolved from ``device``.
     """
@@ -638,7 +654,7 @@ class PartialFitMixin:
         try:
             X, Y = self._validate_training_data(X, y, reset=first, min_samples=1)
             if first:
-                xp = self._start(X)
+                xp = self._start(X, online=True)
                 self.y_scaler_ = _fit_target_scaler(Y)
                 self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
             else:
@@ -760,7 +776,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                 if classes is None:
                     raise ValueError("classes must be passed on the first call to partial_fit.")
                 self._set_classes(classes, "classes")
-                xp = self._start(X)
+                xp = self._start(X, online=True)
                 self._init_online(X.shape[1], len(self.classes_), xp, self._rng)
             else:
                 self._check_structure()

@@ -275,7 +275,8 @@ _TRAINING_DOC = """    prior_var : float, array-like of float or None, default=N
         deviation is below ``(max - min) / max_abs_z`` is scaled by that instead
         (see :func:`skbayesnn.base.fit_input_scaler`).  1 scales every feature by
         its training range, close to the paper's one global scale for all pixels
-        (message_passing.md §10); None is plain per-column standardisation.
+        (message_passing.md §10); None scales by the standard deviation alone
+        (features constant in training are ignored either way).
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
         (an error when CuPy or a GPU is missing), or the GPU when there is one.

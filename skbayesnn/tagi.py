@@ -217,8 +217,9 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         deviation is below ``(max - min) / max_abs_z`` is scaled by that instead
         (see :func:`skbayesnn.base.fit_input_scaler`).  Useful for sparse or
         nearly constant features: 1 scales every feature by its training range,
-        as the paper divides pixels by their range (tagi.md §12.3); None is plain
-        standardisation.
+        as the paper divides pixels by their range (tagi.md §12.3); None scales
+        by the standard deviation alone (features constant in training are
+        ignored either way).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training rows, track their
         predictive log-likelihood after every epoch and keep the posterior of the
@@ -402,8 +403,9 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         deviation is below ``(max - min) / max_abs_z`` is scaled by that instead
         (see :func:`skbayesnn.base.fit_input_scaler`).  Useful for sparse or
         nearly constant features: 1 scales every feature by its training range,
-        as the paper divides pixels by their range (tagi.md §12.3); None is plain
-        standardisation.
+        as the paper divides pixels by their range (tagi.md §12.3); None scales
+        by the standard deviation alone (features constant in training are
+        ignored either way).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training rows, track their mean
         log-probability of the true class after every epoch and keep the

@@ -167,6 +167,30 @@ def test_a_feature_constant_in_training_is_ignored(rng, make):
     np.testing.assert_array_equal(results[0], results[1])
 
 
+def test_a_feature_constant_in_the_first_partial_fit_batch_is_learned_later(rng):
+    # The first partial_fit batch sets the scaling but is not all the data: a
+    # binary feature that is 0 throughout it keeps scale 1 (with a warning
+    # naming it) so that later batches teach its effect.  Ignored (as fit
+    # ignores a constant feature), BayesianLinearRegressor's streamed fit had
+    # coef_ [0.95, 0] and R^2 0.15 where fit gives 0.998.
+    X = rng.normal(size=(2000, 2))
+    X[:, 1] = rng.uniform(size=2000) < 0.3
+    y = X[:, 0] + 5 * X[:, 1] + 0.1 * rng.normal(size=2000)
+    order = np.argsort(X[:, 1], kind="stable")[:20]  # a first batch with X[:, 1] == 0
+    order = np.concatenate([order, np.setdiff1d(np.arange(2000), order)])
+    X, y = X[order], y[order]
+    model = BayesianLinearRegressor()
+    with pytest.warns(UserWarning, match=r"X is constant \(column\(s\) \[1\]\) in the first"):
+        model.partial_fit(X[:20], y[:20])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for start in range(20, 2000, 20):
+            model.partial_fit(X[start:start + 20], y[start:start + 20])
+    assert model.x_scaler_.scale_[1] == 1.0
+    np.testing.assert_allclose(model.coef_, [1.0, 5.0], atol=0.02)
+    assert model.score(X, y) > 0.99
+
+
 def test_columns_that_vary_little_around_a_large_mean_are_standardised(rng):
     # StandardScaler takes a column for a constant one where its sd is below
     # about n eps |mean|: 1e6 + 1e-8 z at 200 rows (hundreds of distinct
@@ -739,6 +763,11 @@ def test_extreme_prior_parameters_are_refused_with_the_parameter_named(rng):
     ]:
         with pytest.raises(ValueError, match=param):
             make().fit(X, y)
+    # Within the bounds, a scale can still break the coordinate ascent (Laplace
+    # at 1e-10: weight precisions near 1e24, a Cholesky beyond jitter); the
+    # FloatingPointError became a ValueError naming the prior settings.
+    with pytest.raises(ValueError, match=r"broke down .*prior_scale=1e-10"):
+        VBNNRegressor(shrinkage="laplace", prior_scale=1e-10, **vb).fit(X, y)
     for kw in (dict(prior_scale=1e-150), dict(local_scale=1e150), dict(temperature=1e-150),
                dict(bias_std=1e-150)):
         assert np.all(np.isfinite(VBNNRegressor(**kw, **vb).fit(X, y).predict(X)))

@@ -368,10 +368,11 @@ def test_deep_network_predictions_are_those_of_the_converged_local_cavi():
 
 def test_under_em_the_prior_scales_are_only_starting_values():
     # The docstrings of prior_scale and local_scale: a weight's prior depends
-    # on the two only through their product, and EM (em_global=True)
-    # re-estimates the global hyperparameter, so either is a starting value
-    # (here the fits agree with the default to 1e-3 sd and with each other to
-    # 1e-6 sd); without EM the scale is the prior's (a change of ~0.09 sd).
+    # on the two only through their product, and EM (em_global=True, the
+    # student_t default) re-estimates the global hyperparameter, so either is
+    # a starting value (here the fits agree with the default to 1e-3 sd and
+    # with each other to 1e-6 sd); without EM the scale is the prior's (a
+    # change of ~0.09 sd), and the gaussian family has no EM (6.8 sd).
     rng = np.random.default_rng(0)
     X = rng.normal(size=(120, 3))
     y = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.normal(size=120)
@@ -383,9 +384,13 @@ def test_under_em_the_prior_scales_are_only_starting_values():
         for name, params in (("prior", dict(prior_scale=1e-3)), ("local", dict(local_scale=1e-3)),
                              ("fixed", dict(prior_scale=1e-3, em_global=False))):
             shifts[name] = VBNNRegressor(**kw, **params).fit(X, y).predict(X) - mean
+        gaussian = VBNNRegressor(shrinkage="gaussian", **kw)
+        shifts["gaussian"] = (gaussian.set_params(prior_scale=1e-3).fit(X, y).predict(X)
+                              - gaussian.set_params(prior_scale=None).fit(X, y).predict(X))
     assert np.max(np.abs(shifts["prior"]) / std) < 1e-3
     assert np.max(np.abs(shifts["prior"] - shifts["local"]) / std) < 1e-6
     assert np.max(np.abs(shifts["fixed"]) / std) > 0.05
+    assert np.max(np.abs(shifts["gaussian"]) / std) > 1.0
 
 
 def test_prediction_in_chunks_equals_all_rows_at_once(rng, monkeypatch):

@@ -708,8 +708,8 @@ def guard_noise_update(alpha_new, beta_new, alpha, beta, residual2):
     alpha, beta : float or 0-d array
         The Gamma before the update.
     residual2 : array
-        Squared residual ``(y - m_out)^2`` (for a spike-and-slab output, the
-        largest over its components).
+        Squared residual ``(y - m_out)^2`` (for a spike-and-slab output, its
+        components' squared residuals weighted by their responsibilities).
 
     Returns
     -------
