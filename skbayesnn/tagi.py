@@ -14,6 +14,7 @@ from .base import (
     PartialFitMixin,
     check_hidden_layer_sizes,
 )
+from ._backend import to_device
 from .core.activations import ACTIVATIONS
 from .inference import tagi
 
@@ -69,6 +70,18 @@ class _TAGIMixin:
         self.n_combined_ = 0
         self.n_split_ = 0
         self.n_iter_ = 0
+
+    def _noise_var(self, sigma_v):
+        """``sigma_v ** 2``: a float, or (the regressor) one per output."""
+        if np.ndim(sigma_v) == 0:
+            return float(sigma_v) ** 2
+        s = np.asarray(sigma_v, dtype=np.float64)
+        if s.shape != (self.n_outputs_,) or not np.all((s > 0.0) & (s <= MAX_SCALE)):
+            raise ValueError(
+                f"sigma_v must be a float or one value per output ({self.n_outputs_} here), "
+                f"each in (0, {MAX_SCALE:g}]; got {sigma_v!r}."
+            )
+        return s**2
 
     def _epochs(self, n, rng):
         """Yield ``(epoch, order)`` for ``max_epochs`` passes, recording ``n_iter_``."""
@@ -152,7 +165,7 @@ class _TAGIMixin:
             self.posterior_,
             X,
             Y,
-            self.sigma_v**2,
+            self._noise_var(self.sigma_v),
             batch_size=self.batch_size,
             order=xp.asarray(order),
             obs_mask=obs_mask,
@@ -186,10 +199,11 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         Units of each hidden layer.
     activation : {"relu", "leaky_relu", "tanh", "sigmoid", "softplus"}, default="relu"
         Hidden activation (linearised at the mean, tagi.md §3.2).
-    sigma_v : float > 0, default=0.3
+    sigma_v : float > 0 or array-like of shape (n_outputs,), default=0.3
         Standard deviation of the observation noise, in units of the
         standardised target (the paper's UCI values range from 0.07 to 0.74;
-        tune it with ``GridSearchCV`` and an NLPD scorer).  Prediction reads
+        tune it with ``GridSearchCV`` and an NLPD scorer); one per output
+        where several targets are noisier than others (tagi.md §16).  Prediction reads
         it again at every call (the predictive's noise part): a value set
         after ``fit`` changes the predictive without refitting, while the
         posterior keeps what training with the old value learned.
@@ -283,6 +297,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         **BaseBayesianRegressor._parameter_constraints,
         **_TAGI_CONSTRAINTS,
         **_EARLY_STOPPING_CONSTRAINTS,
+        "sigma_v": [Interval(Real, 0, MAX_SCALE, closed="right"), "array-like"],
     }
 
     _supports_multi_output = True
@@ -325,12 +340,13 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         self.verbose = verbose
 
     def _fit_scaled(self, X, Y, xp, rng):
+        noise_var = to_device(np.asarray(self._noise_var(self.sigma_v)), xp)
         self._init_online(X.shape[1], Y.shape[1], xp, rng)
         # Validation LL in original units: the Jacobian of the target scaling.
         log_scale = float(np.sum(np.log(self.y_scaler_.scale_)))
 
         def validation_score(rows):
-            ll = tagi.mean_log_likelihood(self.posterior_, X[rows], Y[rows], self.sigma_v**2)
+            ll = tagi.mean_log_likelihood(self.posterior_, X[rows], Y[rows], noise_var)
             return ll - log_scale
 
         self._train(X, Y, xp, rng, validation_score=validation_score)
@@ -347,7 +363,8 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
 
     def _predict_moments_scaled(self, X, xp):
         z_mean, z_var = tagi.forward(self.posterior_, X)
-        return z_mean, z_var, xp.full(z_mean.shape, float(self._prediction_param("sigma_v")) ** 2)
+        noise_var = self._noise_var(self._prediction_param("sigma_v"))
+        return z_mean, z_var, xp.zeros(z_mean.shape) + to_device(np.asarray(noise_var), xp)
 
 
 class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):

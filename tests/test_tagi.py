@@ -454,3 +454,51 @@ def test_early_stopping_keeps_its_best_epoch_when_a_later_one_diverges(monkeypat
     calls.clear()
     with pytest.raises(ValueError, match="training diverged"):
         TAGIRegressor(**kw).fit(X, y)
+
+
+def test_per_output_noise_updates_each_output_with_its_own(strict_xp, rng):
+    # tagi.md §16: sigma_v scalar or one per output.  Without a hidden layer
+    # the outputs' parameters are separate, so a two-output pass with noise
+    # (0.05, 0.8) equals one single-output pass per output with its own
+    # noise; the kernel (NumPy) and the namespace code (strict stand-in) agree.
+    xp, asarray = strict_xp
+    X, Y = rng.normal(size=(30, 3)), rng.normal(size=(30, 2))
+    order = rng.permutation(30)
+    noise = np.array([0.05, 0.8])
+    both = _posterior([3, 2])
+    dev = both.to_namespace(xp)
+    kw = dict(batch_size=4, order=order)
+    tagi.run_epoch(both, X, Y, noise, **kw)
+    tagi.run_epoch(dev, asarray(X), asarray(Y), asarray(noise), batch_size=4,
+                   order=asarray(order))
+    for k in range(2):
+        single = _posterior([3, 2])
+        single.weight_means[0] = single.weight_means[0][k:k + 1].copy()
+        single.weight_vars[0] = single.weight_vars[0][k:k + 1].copy()
+        single.bias_means[0] = single.bias_means[0][k:k + 1].copy()
+        single.bias_vars[0] = single.bias_vars[0][k:k + 1].copy()
+        tagi.run_epoch(single, X, Y[:, k:k + 1], noise[k], **kw)
+        for attr in ("weight_means", "weight_vars", "bias_means", "bias_vars"):
+            np.testing.assert_allclose(getattr(both, attr)[0][k], getattr(single, attr)[0][0],
+                                       rtol=1e-12)
+            np.testing.assert_allclose(np.asarray(getattr(dev, attr)[0])[k],
+                                       getattr(single, attr)[0][0], rtol=1e-11)
+
+
+def test_per_output_sigma_v_in_the_estimator(rng):
+    X = rng.uniform(-2, 2, size=(200, 2))
+    Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2]) + rng.normal(size=(200, 2)) * [0.05, 1]
+    kw = dict(hidden_layer_sizes=(8,), max_epochs=3, random_state=0)
+    scalar = TAGIRegressor(sigma_v=0.3, **kw).fit(X, Y)
+    listed = TAGIRegressor(sigma_v=[0.3, 0.3], **kw).fit(X, Y)
+    np.testing.assert_array_equal(scalar.predict(X), listed.predict(X))
+    model = TAGIRegressor(sigma_v=(0.1, 0.9), **kw).fit(X, Y)
+    assert not np.allclose(model.predict(X), scalar.predict(X))
+    # the predictive's noise part: sigma_v_k^2 in standardised units
+    dist = model.predict_dist(X[:5])
+    np.testing.assert_allclose(dist.aleatoric_var,
+                               np.broadcast_to([0.01, 0.81] * model.y_scaler_.scale_**2, (5, 2)),
+                               rtol=1e-12)
+    for bad in ([0.3], [0.3, 0.3, 0.3], [0.3, -1.0], [[0.3, 0.3]]):
+        with pytest.raises(ValueError, match="sigma_v"):
+            TAGIRegressor(sigma_v=bad, **kw).fit(X, Y)

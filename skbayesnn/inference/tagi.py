@@ -336,7 +336,7 @@ def run_epoch(
             Y,
             np.ones(Y.shape, dtype=bool) if mask is None else mask,
             batch_size,
-            float(noise_var),
+            np.broadcast_to(np.asarray(noise_var, dtype=np.float64), (Y.shape[1],)).copy(),
             np.array([tagi_kernel.ACTIVATION_CODES[a] for a in activations] or [0]),
             float(slope),
             float(min_var_ratio),
@@ -370,11 +370,12 @@ def run_epoch(
 
 
 def _use_kernel(X, Y, mask, noise_var):
-    """The compiled kernel takes plain float64 NumPy arrays and a scalar noise."""
+    """The compiled kernel takes plain float64 NumPy arrays (and the noise as
+    one per output)."""
     return (
         all(type(a) is np.ndarray and a.dtype == np.float64 for a in (X, Y))
         and (mask is None or (type(mask) is np.ndarray and mask.dtype == bool))
-        and np.ndim(noise_var) == 0
+        and (np.ndim(noise_var) == 0 or type(noise_var) is np.ndarray)
     )
 
 

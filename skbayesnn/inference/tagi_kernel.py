@@ -107,7 +107,7 @@ def _kernel_step(
         for j in range(n_out):
             if mask[lo + i, j]:
                 r = Y[lo + i, j] - z_mean[i, j]
-                s = z_var[i, j] + noise_var
+                s = z_var[i, j] + noise_var[j]
                 d_mean[i, j] = r / s
                 d_var[i, j] = -1.0 / s
                 inv_s[i, j] = 1.0 / s
@@ -193,9 +193,10 @@ def run_epoch_kernel(
     (tuples of packed layer matrices) in place.
 
     ``mask`` is a boolean ``(n, n_outputs)`` array of observed outputs (all True
-    for regression).  With ``split``, a batch whose summed update leaves the
-    batch's weighted squared residual ``sum (y - mu_z)^2 / s_y`` larger than
-    before (an overshoot) is undone and its two halves are processed
+    for regression), ``noise_var`` a float64 ``(n_outputs,)`` array.  With
+    ``split``, a batch whose summed update leaves the batch's weighted squared
+    residual ``sum (y - mu_z)^2 / s_y`` larger than before (an overshoot) is
+    undone and its two halves are processed
     in turn, each checked the same way (:func:`skbayesnn.inference.tagi._checked_step`).
     Returns ``(n_kept, n_steps, n_split)``: parameter updates that used the
     batch-summed form (the rest used the information-form combination), updates
