@@ -63,6 +63,15 @@ class StrictArray(np.ndarray):
                 f"{ufunc.__name__} (not a NumPy ufunc) was called directly on a device "
                 "array; use skbayesnn._backend.special(xp)."
             )
+        host = [type(a).__name__ for a in inputs
+                if isinstance(a, np.ndarray) and not isinstance(a, StrictArray)]
+        if host:
+            # CuPy refuses NumPy array operands ("Unsupported type"): a host
+            # array must be moved to the device first (to_device(a, xp)).
+            raise TypeError(
+                f"{ufunc.__name__} mixes a device array with a host array ({host[0]}); "
+                "move it to the device first."
+            )
         if "out" in kwargs:
             kwargs["out"] = _unwrap(kwargs["out"])
         result = getattr(ufunc, method)(*_unwrap(inputs), **kwargs)

@@ -80,7 +80,7 @@ def _comparable(value):
 _CONSTANT_ULPS = 64
 
 
-def fit_input_scaler(X, max_abs_z=None, *, ignore_constant=True):
+def fit_input_scaler(X, max_abs_z=None):
     """A ``StandardScaler`` fitted on ``X``, optionally with floored scales.
 
     With ``max_abs_z = c``, a feature whose standard deviation is below
@@ -90,32 +90,57 @@ def fit_input_scaler(X, max_abs_z=None, *, ignore_constant=True):
     values into inputs of size 50-90, where a network's untrained weights dominate
     the prediction.
 
-    A feature constant in training (to within rounding, :func:`_varies`) gets
-    an infinite scale (``ignore_constant``, for ``fit``): it is standardised to
-    0 in training and at prediction, so the model ignores it.  The data say
-    nothing of its effect, and any finite scale would make predictions for its
-    other values depend on the units it is given in (``StandardScaler``'s
-    scale 1 does).  The first batch of ``partial_fit`` is not all the data:
-    there such a feature keeps scale 1, so that later batches can teach its
-    effect, and a warning names it.
+    A feature constant in ``X`` (to within rounding, :func:`_varies`) gets an
+    infinite scale: it is standardised to 0, so the model ignores it.  The
+    data say nothing of its effect, and any finite scale would make
+    predictions for its other values depend on the units it is given in
+    (``StandardScaler``'s scale 1 does).  A later training batch in which it
+    varies gives it a scale (:func:`scale_ignored_features`).
     """
     scaler, varies = _fit_standard_scaler(X, "X")
     if max_abs_z is not None:
         span = np.max(X, axis=0) - np.min(X, axis=0)
         scaler.scale_ = np.maximum(scaler.scale_, span / max_abs_z)
         _check_scaling(scaler, "X")
-    if ignore_constant:
-        scaler.scale_ = np.where(varies, scaler.scale_, np.inf)
-    elif not np.all(varies):
-        warnings.warn(
-            f"X is constant (column(s) {np.flatnonzero(~varies).tolist()}) in the first "
-            "partial_fit batch, which sets the input scaling, so their scale is taken as "
-            "1: the model's predictions then depend on the units of these features.  "
-            "Make the first batch representative.",
-            UserWarning,
-            stacklevel=4,
-        )
+    scaler.scale_ = np.where(varies, scaler.scale_, np.inf)
     return scaler
+
+
+def scale_ignored_features(scaler, X, max_abs_z=None):
+    """New ``scale_`` for the ignored features (infinite scale) of ``scaler``
+    that take another value in the training batch ``X``, or None if none does.
+
+    Every value the model has seen of such a feature was standardised to 0,
+    so its weights have learned nothing yet, and any scale is consistent with
+    the training so far: the batch's root-mean-square deviation from the
+    earlier constant (``mean_``), floored as :func:`fit_input_scaler` floors
+    (``max_abs_z``).  Returns ``(scale, columns)``.
+    """
+    ignored = np.flatnonzero(np.isinf(scaler.scale_))
+    if ignored.size == 0:
+        return None
+    centre = scaler.mean_[ignored]
+    with np.errstate(over="ignore", invalid="ignore"):
+        deviation = X[:, ignored] - centre
+        moved = np.any(np.abs(deviation) > _CONSTANT_ULPS * np.spacing(np.abs(centre)), axis=0)
+        if not np.any(moved):
+            return None
+        deviation = deviation[:, moved]
+        peak = np.max(np.abs(deviation), axis=0)
+        # (scaled by the peak first: the squares of values near 1e154 overflow)
+        rms = peak * np.sqrt(np.mean((deviation / peak) ** 2, axis=0))
+    if max_abs_z is not None:
+        rms = np.maximum(rms, peak / max_abs_z)
+    columns = ignored[moved]
+    if not np.all(np.isfinite(rms) & (rms >= np.finfo(np.float64).tiny)):
+        raise ValueError(
+            f"X cannot be standardised in float64: column(s) {columns.tolist()} (constant "
+            "where the scaling was learned) take values whose spread overflows or underflows "
+            "float64.  Rescale X (e.g. by a power of ten)."
+        )
+    scale = scaler.scale_.copy()
+    scale[columns] = rms
+    return scale, columns
 
 
 def _varies(values):
@@ -264,6 +289,29 @@ class _BayesianEstimatorMixin:
     def _scale_X(self, X, xp):
         return to_device(self.x_scaler_.transform(X), xp)
 
+    def _scale_training_X(self, X, xp):
+        """:meth:`_scale_X` of a batch that continues training (``partial_fit``,
+        a warm start), after giving the features ignored so far a scale where
+        the batch varies them (:func:`scale_ignored_features`, with a warning).
+        Returns ``(X_scaled, restore)``: ``restore()`` puts the old scaling
+        back, for a batch that is then refused."""
+        old = self.x_scaler_.scale_
+        found = scale_ignored_features(self.x_scaler_, X, getattr(self, "max_abs_z", None))
+        if found is not None:
+            self.x_scaler_.scale_, columns = found
+            warnings.warn(
+                f"X column(s) {columns.tolist()} were constant in the data that set the input "
+                "scaling, so the model has ignored them; they vary in this batch and are "
+                "scaled by its root-mean-square deviation from that constant from now on.",
+                UserWarning,
+                stacklevel=4,
+            )
+
+        def restore():
+            self.x_scaler_.scale_ = old
+
+        return self._scale_X(X, xp), restore
+
     def _scaled_input(self, X):
         """Check that the model is fitted, validate ``X`` against the fit and
         standardise it on the fitted device; returns ``(X_scaled, xp)``."""
@@ -323,14 +371,12 @@ class _BayesianEstimatorMixin:
             return np
         return get_namespace(self.device_)
 
-    def _start(self, X, online=False):
+    def _start(self, X):
         """Resolve the device, learn the input scaling, seed the generator; returns
-        the namespace.  Called by ``fit`` and (``online``) by the first
-        ``partial_fit``."""
+        the namespace.  Called by ``fit`` and by the first ``partial_fit``."""
         self.device_ = resolve_device(self.device)
         # Estimators without a ``max_abs_z`` parameter use plain standardisation.
-        self.x_scaler_ = fit_input_scaler(X, getattr(self, "max_abs_z", None),
-                                          ignore_constant=not online)
+        self.x_scaler_ = fit_input_scaler(X, getattr(self, "max_abs_z", None))
         self._creation_values = {name: self._creation_value(name)
                                  for name in ("device", *self._creation_params)}
         self._rng = self._make_rng()
@@ -435,10 +481,11 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
     n_outputs_ : int
     x_scaler_, y_scaler_ : StandardScaler
         Standardisation of the inputs and targets, learned on the data passed to
-        ``fit`` (or to the first ``partial_fit``).  Features constant in the
-        data of ``fit`` (to within rounding) get an infinite scale, so the
-        model ignores them; in a first ``partial_fit`` batch, scale 1 with a
-        warning, as a constant target gets.
+        ``fit`` (or to the first ``partial_fit``).  Features constant in that
+        data (to within rounding) get an infinite scale, so the model ignores
+        them until a later training batch varies them (then they are scaled
+        from it, with a warning); a constant target gets scale 1, with a
+        warning.
     device_ : {"cpu", "cuda"}
         The device resolved from ``device``.
     """
@@ -627,10 +674,11 @@ class PartialFitMixin:
     (later batches are scaled the same way, since an online model cannot be
     re-standardised), creates the random generator and calls ``_init_online``;
     every call then passes its standardised batch to ``_partial_fit_scaled``.
-    Make the first batch representative: with one row, or a feature that is
-    constant in it, the scale is 1 and hyperparameters stated "in standardised
-    units" then act in the data's own units.  A first call that fails leaves
-    the estimator unfitted.
+    Make the first batch representative: with one row the target's scale is 1
+    and hyperparameters stated "in standardised units" then act in its own
+    units; a feature constant in the first batch is ignored until a batch
+    varies it, which then sets its scale.  A first call that fails leaves the
+    estimator unfitted.
     """
 
     def _init_online(self, n_features, n_outputs, xp, rng):
@@ -651,19 +699,23 @@ class PartialFitMixin:
         self : object
         """
         first = not hasattr(self, "x_scaler_")
+        restore = None
         try:
             X, Y = self._validate_training_data(X, y, reset=first, min_samples=1)
             if first:
-                xp = self._start(X, online=True)
+                xp = self._start(X)
                 self.y_scaler_ = _fit_target_scaler(Y)
                 self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
             else:
                 self._check_structure()
                 xp = self._namespace()
-            self._partial_fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
+            X_scaled, restore = self._scale_training_X(X, xp)
+            self._partial_fit_scaled(X_scaled, self._scale_Y(Y, xp), xp, self._rng)
         except Exception:
             if first:  # leave no half-built model behind: it is still unfitted
                 self._clear_fitted()
+            elif restore is not None:  # a refused batch leaves the scaling as it was
+                restore()
             raise
         return self
 
@@ -770,13 +822,14 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         self : object
         """
         first = not hasattr(self, "classes_")
+        restore = None
         try:
             X, y = self._validate_labels(X, y, reset=first, min_samples=1)
             if first:
                 if classes is None:
                     raise ValueError("classes must be passed on the first call to partial_fit.")
                 self._set_classes(classes, "classes")
-                xp = self._start(X, online=True)
+                xp = self._start(X)
                 self._init_online(X.shape[1], len(self.classes_), xp, self._rng)
             else:
                 self._check_structure()
@@ -787,10 +840,13 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                         f"call to partial_fit, classes_={self.classes_.tolist()}."
                     )
                 xp = self._namespace()
-            self._partial_fit_scaled(self._scale_X(X, xp), self._encode(y), xp, self._rng)
+            X_scaled, restore = self._scale_training_X(X, xp)
+            self._partial_fit_scaled(X_scaled, self._encode(y), xp, self._rng)
         except Exception:
             if first:
                 self._clear_fitted()
+            elif restore is not None:  # a refused batch leaves the scaling as it was
+                restore()
             raise
         return self
 

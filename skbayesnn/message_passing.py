@@ -497,7 +497,13 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
     argmax is the best calibrated (ECE 0.009, softmax 0.056); with 20 classes
     its NLL is 1.39 against 0.83 for softmax, with 40 classes 4.49 against
     1.56, and on 50 classes of pure-noise labels 17.6 against 4.0 (``log 50
-    = 3.9``).  With more than about ten classes prefer ``"softmax"``.
+    = 3.9``).  Training shares the limit: the argmax factor's message to the
+    label's logit is the product of ``K - 1`` pairwise messages from one
+    cavity (§5.11 step 3).  For ``K`` tied logits ``N(0, 1)`` (noise 0.3, no
+    regulariser) it gives the logit a marginal precision of 1.77 against the
+    exact 1.66 with 3 classes, 4.4 against 2.7 with 10 and 19.8 against 4.5
+    with 50 (the exact tilted marginal is a one-dimensional integral there).
+    With more than about ten classes prefer ``"softmax"``.
     """
     )
 

@@ -161,11 +161,14 @@ class _TAGIMixin:
         # run_epoch rebinds the posterior's arrays (in its lists): new lists of
         # the same arrays are a snapshot
         before = self.posterior_._replace(lambda a: a)
+        noise_var = self._noise_var(self.sigma_v)
+        if np.ndim(noise_var):  # one per output, on the device of X
+            noise_var = to_device(noise_var, xp)
         n_combined, n_split = tagi.run_epoch(
             self.posterior_,
             X,
             Y,
-            self._noise_var(self.sigma_v),
+            noise_var,
             batch_size=self.batch_size,
             order=xp.asarray(order),
             obs_mask=obs_mask,

@@ -313,7 +313,8 @@ class VBNNRegressor(BaseBayesianRegressor):
             # prior scales near the bounds, e.g. laplace with prior_scale=1e-10)
             raise ValueError(
                 f"VBNN's coordinate ascent broke down ({error}); check the prior and "
-                f"noise settings: prior_scale={self.prior_scale!r}, "
+                f"noise settings: shrinkage={self.shrinkage!r}, em_global={self.em_global!r}, "
+                f"prior_scale={self.prior_scale!r} (used: {settings['global_scale']:.4g}), "
                 f"local_scale={self.local_scale!r}, bias_std={self.bias_std!r}, "
                 f"noise_prior={self.noise_prior!r}, temperature={self.temperature!r}."
             ) from error

@@ -167,28 +167,85 @@ def test_a_feature_constant_in_training_is_ignored(rng, make):
     np.testing.assert_array_equal(results[0], results[1])
 
 
-def test_a_feature_constant_in_the_first_partial_fit_batch_is_learned_later(rng):
-    # The first partial_fit batch sets the scaling but is not all the data: a
-    # binary feature that is 0 throughout it keeps scale 1 (with a warning
-    # naming it) so that later batches teach its effect.  Ignored (as fit
-    # ignores a constant feature), BayesianLinearRegressor's streamed fit had
-    # coef_ [0.95, 0] and R^2 0.15 where fit gives 0.998.
+def _binary_feature_data(rng):
+    """A binary second feature that is 0 on the first 20 rows."""
     X = rng.normal(size=(2000, 2))
     X[:, 1] = rng.uniform(size=2000) < 0.3
     y = X[:, 0] + 5 * X[:, 1] + 0.1 * rng.normal(size=2000)
-    order = np.argsort(X[:, 1], kind="stable")[:20]  # a first batch with X[:, 1] == 0
+    order = np.argsort(X[:, 1], kind="stable")[:20]
     order = np.concatenate([order, np.setdiff1d(np.arange(2000), order)])
-    X, y = X[order], y[order]
+    return X[order], y[order]
+
+
+@pytest.mark.parametrize("start", ["partial_fit", "fit"])
+def test_a_feature_ignored_so_far_is_learned_once_a_batch_varies_it(rng, start):
+    # A feature constant where the scaling was learned (the first partial_fit
+    # batch, or fit's data before further partial_fit calls) is ignored, and
+    # the model learns nothing of it; it kept that infinite scale for good, so
+    # a streamed BayesianLinearRegressor had coef_ [0.95, 0] and R^2 0.15
+    # where fit on all rows gives 0.998.  The first batch that varies it now
+    # sets its scale (the RMS deviation from the constant), with a warning.
+    X, y = _binary_feature_data(rng)
     model = BayesianLinearRegressor()
-    with pytest.warns(UserWarning, match=r"X is constant \(column\(s\) \[1\]\) in the first"):
-        model.partial_fit(X[:20], y[:20])
+    getattr(model, start)(X[:20], y[:20])
+    assert model.x_scaler_.scale_[1] == np.inf
+    with pytest.warns(UserWarning, match=r"X column\(s\) \[1\] were constant") as record:
+        model.partial_fit(X[20:40], y[20:40])
+    assert record[0].filename == __file__  # (the warning points at the call)
+    assert model.x_scaler_.scale_[1] == np.sqrt(np.mean(X[20:40, 1] ** 2))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for start in range(20, 2000, 20):
-            model.partial_fit(X[start:start + 20], y[start:start + 20])
-    assert model.x_scaler_.scale_[1] == 1.0
+        for first in range(40, 2000, 20):
+            model.partial_fit(X[first:first + 20], y[first:first + 20])
     np.testing.assert_allclose(model.coef_, [1.0, 5.0], atol=0.02)
     assert model.score(X, y) > 0.99
+
+
+def test_a_warm_start_learns_a_feature_its_first_fit_ignored(rng):
+    X, y = _binary_feature_data(rng)
+    model = PBPRegressor((10,), max_epochs=5, warm_start=True, random_state=0)
+    model.fit(X[:20], y[:20])
+    with pytest.warns(UserWarning, match="were constant"):
+        model.fit(X[20:], y[20:])
+    assert model.score(X, y) > 0.95  # (ignored for good: 0.15)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: MessagePassingRegressor((4,), max_epochs=1, random_state=0),
+    lambda: TAGIRegressor(hidden_layer_sizes=(4,), max_epochs=1, random_state=0),
+    lambda: PBPRegressor((4,), max_epochs=1, random_state=0),
+    lambda: MessagePassingClassifier((4,), max_epochs=1, random_state=0),
+    lambda: TAGIClassifier(hidden_layer_sizes=(4,), max_epochs=1, random_state=0),
+])
+def test_a_scale_set_later_does_not_depend_on_the_units(rng, make):
+    # The scale a batch gives an ignored feature is its RMS deviation: the same
+    # stream in other units of that feature gives the same model; a batch
+    # that is refused leaves the scaling as it was.
+    X, y = _binary_feature_data(rng)
+    X, y = X[:60], y[:60]
+    kw = {"classes": [0, 1]} if is_classifier(make()) else {}
+    if kw:
+        y = (y > np.median(y)).astype(int)
+    predictions = []
+    for unit in (1.0, 1e6):
+        model = make()
+        Xu = X * [1.0, unit]
+        model.partial_fit(Xu[:20], y[:20], **kw)
+        with pytest.warns(UserWarning, match="were constant"):
+            model.partial_fit(Xu[20:], y[20:])
+        out = model.predict_proba if kw else model.predict
+        predictions.append(out(Xu))
+    np.testing.assert_allclose(predictions[0], predictions[1], rtol=1e-10, atol=1e-12)
+    model = make()
+    model.partial_fit(X[:20], y[:20], **kw)
+
+    def refuse(*args):
+        raise ValueError("refused")
+
+    model._partial_fit_scaled = refuse
+    with pytest.raises(ValueError, match="refused"), pytest.warns(UserWarning):
+        model.partial_fit(X[20:], y[20:])
+    assert model.x_scaler_.scale_[1] == np.inf
 
 
 def test_columns_that_vary_little_around_a_large_mean_are_standardised(rng):
@@ -544,6 +601,9 @@ def _device_arrays(value, seen=None):
     [
         lambda: BayesianLinearRegressor(),
         lambda: TAGIRegressor(max_epochs=2, random_state=0),
+        # (a noise per output goes to the device: CuPy refuses host operands)
+        lambda: TAGIRegressor(max_epochs=2, sigma_v=[0.3], early_stopping=True,
+                              random_state=0),
         lambda: PBPRegressor(max_epochs=2, random_state=0),
         lambda: PBPRegressor(max_epochs=2, spike_and_slab=True, random_state=0),
         lambda: VBNNRegressor((4,), max_iter=5, random_state=0),

@@ -502,3 +502,46 @@ def test_leaky_relu_forward_is_never_broader_than_z_at_extreme_precision_ratios(
                                     389547937033.7841)]
     mean, var, used = activation.leaky_relu_forward(*case, 0.1)
     assert var[0] < 5.0 and (not used[0] or abs(mean[0] - 0.0316) < 1e-6)
+
+
+def test_softmax_message_to_a_hopeless_label_logit_is_a_tilt():
+    # A label logit far below the others (label probability 1e-7 to 1e-10):
+    # softmax_c ~ exp(a_c - kappa), which tilts a_c's Gaussian by exp(a), a
+    # push of one variance with (next to) no precision: natural mean 1.  The
+    # quadrature puts the precision change just above or below 0, and the
+    # guard's neutral G(0, 0) dropped the push for mu_c = -9, -10, -14; the
+    # safe division of §1 clamps the precision only.  Both paths agree.
+    from skbayesnn.inference.message_passing import kernel
+
+    for mu_c in (-8.0, -9.0, -10.0, -11.0, -14.0):
+        mean = np.array([[mu_c, 10.0, 0.0]])
+        var = np.ones((1, 3))
+        tau, rho = likelihood.softmax_backward(mean, var, np.array([0]))
+        k_tau, k_rho = np.empty(3), np.empty(3)
+        kernel._softmax_backward(mean[0], var[0], 0, np.linspace(0.0, 1.0, 401), 8.0, 1e-12,
+                                 k_tau, k_rho)
+        assert abs(tau[0, 0] - 1.0) < 0.01 and 0.0 <= rho[0, 0] < 1e-4
+        np.testing.assert_allclose(k_tau, tau[0], rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(k_rho, rho[0], rtol=1e-6, atol=1e-9)
+
+
+def test_argmax_message_to_the_label_logit_is_overconfident_with_many_classes():
+    # The MessagePassingClassifier Notes: K tied logits N(0, 1), noise 0.3, no
+    # regulariser.  Given a_c the K - 1 comparisons are independent, so the
+    # exact tilted marginal of a_c is N(a) Phi(a / sqrt(1.3))^(K-1), a 1-D
+    # integral; the product of K - 1 pairwise messages from one cavity is
+    # exact for K = 2 and over-confident beyond (1.77 / 1.66, 4.4 / 2.7,
+    # 19.8 / 4.5 for K = 3, 10, 50).
+    from scipy.integrate import trapezoid
+    from scipy.stats import norm
+
+    a = np.linspace(-12, 12, 200001)
+    for K, ours, exact in ((2, 1.383, 1.383), (3, 1.77, 1.66), (10, 4.4, 2.7), (50, 19.8, 4.5)):
+        tau, rho = likelihood.argmax_backward(np.zeros((1, K)), np.ones((1, K)), np.array([0]),
+                                              noise_var=0.3, regularize=False)
+        dens = norm.pdf(a) * norm.cdf(a / np.sqrt(1.3)) ** (K - 1)
+        m0 = trapezoid(dens, a)
+        mu = trapezoid(a * dens, a) / m0
+        precision = 1.0 / (trapezoid(a * a * dens, a) / m0 - mu**2)
+        assert round(rho[0, 0] + 1.0, 3 if K == 2 else 2 - (K >= 10)) == ours
+        assert round(precision, 3 if K == 2 else 2 - (K >= 10)) == exact

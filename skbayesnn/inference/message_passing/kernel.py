@@ -873,6 +873,9 @@ def _softmax_backward(mean, var, c, u, width, min_mass, tau, rho):
             if d_rho > 0.0:
                 tau[d] = d_tau
                 rho[d] = d_rho
+            elif d_rho >= -0.1:  # safe division: precision clamped, tau kept
+                tau[d] = d_tau
+                rho[d] = 0.0
             else:
                 tau[d] = 0.0
                 rho[d] = 0.0
