@@ -23,6 +23,7 @@ estimator ravels a column ``y`` with sklearn's ``DataConversionWarning``, as
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import warnings
 from numbers import Integral
@@ -78,6 +79,12 @@ def _comparable(value):
 #: A column whose values span no more than this many units in the last place
 #: of its largest magnitude is taken for a constant one (rounding noise).
 _CONSTANT_ULPS = 64
+#: ... and a feature (X) whose values agree to this share of their size: its
+#: scale divides new inputs, so a spread at the level of accumulated rounding
+#: (a recomputed constant, ~100 ulps) would turn an ordinary new value into an
+#: input of size 1e13 (a target's scale multiplies, so there a tiny scale is
+#: harmless and only rounding noise counts).
+_X_RELATIVE_SPREAD = float(np.sqrt(np.finfo(np.float64).eps))
 
 
 def fit_input_scaler(X, max_abs_z=None):
@@ -90,14 +97,15 @@ def fit_input_scaler(X, max_abs_z=None):
     values into inputs of size 50-90, where a network's untrained weights dominate
     the prediction.
 
-    A feature constant in ``X`` (to within rounding, :func:`_varies`) gets an
-    infinite scale: it is standardised to 0, so the model ignores it.  The
-    data say nothing of its effect, and any finite scale would make
+    A feature constant in ``X`` (its values within ``_X_RELATIVE_SPREAD``,
+    1.5e-8, of their size, :func:`_varies`) gets an infinite scale: it is
+    standardised to 0, so the model ignores it.  The data say nothing of its
+    effect, and any finite scale would make
     predictions for its other values depend on the units it is given in
     (``StandardScaler``'s scale 1 does).  A later training batch in which it
     varies gives it a scale (:func:`scale_ignored_features`).
     """
-    scaler, varies = _fit_standard_scaler(X, "X")
+    scaler, varies = _fit_standard_scaler(X, "X", relative=_X_RELATIVE_SPREAD)
     if max_abs_z is not None:
         span = np.max(X, axis=0) - np.min(X, axis=0)
         scaler.scale_ = np.maximum(scaler.scale_, span / max_abs_z)
@@ -114,7 +122,8 @@ def scale_ignored_features(scaler, X, max_abs_z=None):
     so its weights have learned nothing yet, and any scale is consistent with
     the training so far: the batch's root-mean-square deviation from the
     earlier constant (``mean_``), floored as :func:`fit_input_scaler` floors
-    (``max_abs_z``).  Returns ``(scale, columns)``.
+    (``max_abs_z``).  A deviation within the bound of :func:`_varies` leaves
+    the feature ignored.  Returns ``(scale, columns)``.
     """
     ignored = np.flatnonzero(np.isinf(scaler.scale_))
     if ignored.size == 0:
@@ -122,7 +131,9 @@ def scale_ignored_features(scaler, X, max_abs_z=None):
     centre = scaler.mean_[ignored]
     with np.errstate(over="ignore", invalid="ignore"):
         deviation = X[:, ignored] - centre
-        moved = np.any(np.abs(deviation) > _CONSTANT_ULPS * np.spacing(np.abs(centre)), axis=0)
+        bound = np.maximum(_CONSTANT_ULPS * np.spacing(np.abs(centre)),
+                           _X_RELATIVE_SPREAD * np.abs(centre))
+        moved = np.any(np.abs(deviation) > bound, axis=0)
         if not np.any(moved):
             return None
         deviation = deviation[:, moved]
@@ -143,9 +154,10 @@ def scale_ignored_features(scaler, X, max_abs_z=None):
     return scale, columns
 
 
-def _varies(values):
+def _varies(values, relative=0.0):
     """Whether each column of ``values`` spans more than ``_CONSTANT_ULPS``
-    units in the last place of its largest magnitude.
+    units in the last place of its largest magnitude, and more than
+    ``relative`` times that magnitude.
 
     ``StandardScaler`` takes a column for a constant one when its standard
     deviation is below about ``n eps |mean|``, a bound on the rounding error of
@@ -159,10 +171,10 @@ def _varies(values):
     bottom = np.min(values, axis=0)
     size = np.maximum(np.abs(top), np.abs(bottom))
     with np.errstate(over="ignore"):
-        return (top - bottom) > _CONSTANT_ULPS * np.spacing(size)
+        return (top - bottom) > np.maximum(_CONSTANT_ULPS * np.spacing(size), relative * size)
 
 
-def _fit_standard_scaler(values, name):
+def _fit_standard_scaler(values, name, relative=0.0):
     """``StandardScaler().fit(values)`` with scale ``sqrt(var_)`` for every
     column that :func:`_varies` and scale 1 for the others, and the mask of
     the former; or a ValueError where the mean or the standard deviation of a
@@ -170,7 +182,7 @@ def _fit_standard_scaler(values, name):
     squares overflow): a model fitted on such scaling would predict NaN."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         scaler = StandardScaler().fit(values)
-    varies = _varies(values)
+    varies = _varies(values, relative)
     _check_scaling(scaler, name, varies)
     scaler.scale_ = np.where(varies, np.sqrt(scaler.var_), 1.0)
     return scaler, varies
@@ -292,13 +304,26 @@ class _BayesianEstimatorMixin:
     def _scale_training_X(self, X, xp):
         """:meth:`_scale_X` of a batch that continues training (``partial_fit``,
         a warm start), after giving the features ignored so far a scale where
-        the batch varies them (:func:`scale_ignored_features`, with a warning).
-        Returns ``(X_scaled, restore)``: ``restore()`` puts the old scaling
-        back, for a batch that is then refused."""
-        old = self.x_scaler_.scale_
-        found = scale_ignored_features(self.x_scaler_, X, getattr(self, "max_abs_z", None))
-        if found is not None:
-            self.x_scaler_.scale_, columns = found
+        the batch varies them (:func:`scale_ignored_features`).
+
+        Returns ``(X_scaled, restore, kept)``.  The new scaling is a new
+        ``x_scaler_`` (a copy of the estimator shares the old one);
+        ``restore()`` puts the old one back, for a batch that is then
+        refused, and ``kept()``, called once the batch is kept, warns of the
+        change (a warning turned into an error must find the batch trained).
+        """
+        old = self.x_scaler_
+        found = scale_ignored_features(old, X, getattr(self, "max_abs_z", None))
+        if found is None:
+            return self._scale_X(X, xp), lambda: None, lambda: None
+        scaler = copy.copy(old)
+        scaler.scale_, columns = found
+        self.x_scaler_ = scaler
+
+        def restore():
+            self.x_scaler_ = old
+
+        def kept():
             warnings.warn(
                 f"X column(s) {columns.tolist()} were constant in the data that set the input "
                 "scaling, so the model has ignored them; they vary in this batch and are "
@@ -307,10 +332,7 @@ class _BayesianEstimatorMixin:
                 stacklevel=4,
             )
 
-        def restore():
-            self.x_scaler_.scale_ = old
-
-        return self._scale_X(X, xp), restore
+        return self._scale_X(X, xp), restore, kept
 
     def _scaled_input(self, X):
         """Check that the model is fitted, validate ``X`` against the fit and
@@ -482,7 +504,7 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
     x_scaler_, y_scaler_ : StandardScaler
         Standardisation of the inputs and targets, learned on the data passed to
         ``fit`` (or to the first ``partial_fit``).  Features constant in that
-        data (to within rounding) get an infinite scale, so the model ignores
+        data (to 1.5e-8 of their size) get an infinite scale, so the model ignores
         them until a later training batch varies them (then they are scaled
         from it, with a warning); a constant target gets scale 1, with a
         warning.
@@ -709,7 +731,7 @@ class PartialFitMixin:
             else:
                 self._check_structure()
                 xp = self._namespace()
-            X_scaled, restore = self._scale_training_X(X, xp)
+            X_scaled, restore, kept = self._scale_training_X(X, xp)
             self._partial_fit_scaled(X_scaled, self._scale_Y(Y, xp), xp, self._rng)
         except Exception:
             if first:  # leave no half-built model behind: it is still unfitted
@@ -717,6 +739,7 @@ class PartialFitMixin:
             elif restore is not None:  # a refused batch leaves the scaling as it was
                 restore()
             raise
+        kept()
         return self
 
 
@@ -840,7 +863,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                         f"call to partial_fit, classes_={self.classes_.tolist()}."
                     )
                 xp = self._namespace()
-            X_scaled, restore = self._scale_training_X(X, xp)
+            X_scaled, restore, kept = self._scale_training_X(X, xp)
             self._partial_fit_scaled(X_scaled, self._encode(y), xp, self._rng)
         except Exception:
             if first:
@@ -848,6 +871,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             elif restore is not None:  # a refused batch leaves the scaling as it was
                 restore()
             raise
+        kept()
         return self
 
     def predict_proba(self, X):

@@ -254,12 +254,13 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self._check_warm_start()
         X, Y = self._validate_training_data(X, y, reset=False, min_samples=1)
         xp = self._namespace()
-        X_scaled, restore = self._scale_training_X(X, xp)
+        X_scaled, restore, kept = self._scale_training_X(X, xp)
         try:
             self._train(X_scaled, self._scale_Y(Y, xp), xp, self._rng)
         except Exception:
             restore()
             raise
+        kept()
         return self
 
     def __setstate__(self, state):

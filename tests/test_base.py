@@ -243,9 +243,54 @@ def test_a_scale_set_later_does_not_depend_on_the_units(rng, make):
         raise ValueError("refused")
 
     model._partial_fit_scaled = refuse
-    with pytest.raises(ValueError, match="refused"), pytest.warns(UserWarning):
-        model.partial_fit(X[20:], y[20:])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="refused"):
+            model.partial_fit(X[20:], y[20:])
     assert model.x_scaler_.scale_[1] == np.inf
+    assert not [w for w in record if "were constant" in str(w.message)]  # (kept batches only)
+
+
+def test_a_late_scale_is_kept_with_its_batch_and_not_shared_with_copies(rng):
+    # The warning of a late scale comes once the batch is kept, so a warning
+    # turned into an error finds the model trained on it (it had left the
+    # new scale on an untrained model); the new scaling is a new x_scaler_,
+    # so a copy of the estimator keeps the old one.
+    import copy
+
+    X, y = _binary_feature_data(rng)
+    quiet = TAGIRegressor(hidden_layer_sizes=(4,), random_state=0).partial_fit(X[:20], y[:20])
+    strict = copy.deepcopy(quiet)
+    shallow = copy.copy(quiet)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quiet.partial_fit(X[20:60], y[20:60])
+    with warnings.catch_warnings(), pytest.raises(UserWarning, match="were constant"):
+        warnings.simplefilter("error")
+        strict.partial_fit(X[20:60], y[20:60])
+    np.testing.assert_array_equal(strict.predict(X), quiet.predict(X))
+    assert shallow.x_scaler_.scale_[1] == np.inf
+
+
+def test_rounding_level_drift_of_a_constant_feature_leaves_it_ignored(rng):
+    # A recomputed constant drifts by ~100 ulps: as a scale (~1e-14) it turned
+    # an ordinary new value into an input of 1e13 (R^2 -1.9e55).  A feature
+    # whose values agree to 1.5e-8 of their size stays ignored, in fit and in
+    # a later batch; beyond that it is scaled.
+    X, y = _binary_feature_data(rng)
+    X[:, 1] += 7.0
+    drift = X[:40].copy()
+    drift[:, 1] = 7.0 + np.arange(40) * 5 * np.spacing(7.0)  # up to 195 ulps
+    model = BayesianLinearRegressor().fit(drift, y[:40])
+    assert model.x_scaler_.scale_[1] == np.inf
+    model = BayesianLinearRegressor().partial_fit(X[:20], y[:20])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.partial_fit(drift[20:], y[20:40])
+    assert model.x_scaler_.scale_[1] == np.inf
+    with pytest.warns(UserWarning, match="were constant"):
+        model.partial_fit(X[40:60], y[40:60])
+    assert 0.1 < model.x_scaler_.scale_[1] < 1.0
 
 
 def test_columns_that_vary_little_around_a_large_mean_are_standardised(rng):
@@ -269,12 +314,15 @@ def test_columns_that_vary_little_around_a_large_mean_are_standardised(rng):
         ref_mean, ref_std = reference.predict(X[:20], return_std=True)
         np.testing.assert_allclose((mean - 1e6) / 1e-8, ref_mean, atol=0.05 * np.std(z))
         np.testing.assert_allclose(std / 1e-8, ref_std, rtol=0.05)
-    # the same for a feature (2000 rows: sklearn's bound is ten times wider)
+    # A feature's scale divides new inputs, so there the bound is relative,
+    # 1.5e-8 of the size (rounding drift must not become a scale):
+    # 1e6 + 1e-2 z is scaled by its sd, 1e6 + 1e-7 z ignored.
     X = rng.normal(size=(2000, 1))
     y = X[:, 0] + 0.1 * rng.normal(size=2000)
-    model = BayesianLinearRegressor().fit(1e6 + 1e-7 * X, y)
-    np.testing.assert_allclose(model.x_scaler_.scale_, 1e-7 * np.std(X), rtol=1e-2)
-    assert model.score(1e6 + 1e-7 * X, y) > 0.98
+    model = BayesianLinearRegressor().fit(1e6 + 1e-2 * X, y)
+    np.testing.assert_allclose(model.x_scaler_.scale_, 1e-2 * np.std(X), rtol=1e-6)
+    assert model.score(1e6 + 1e-2 * X, y) > 0.98
+    assert BayesianLinearRegressor().fit(1e6 + 1e-7 * X, y).x_scaler_.scale_[0] == np.inf
 
 
 def test_verbose_reports_and_silent_by_default(rng, capsys):
