@@ -79,12 +79,12 @@ def _comparable(value):
 #: A column whose values span no more than this many units in the last place
 #: of its largest magnitude is taken for a constant one (rounding noise).
 _CONSTANT_ULPS = 64
-#: ... and a feature (X) whose values agree to this share of their size: its
-#: scale divides new inputs, so a spread at the level of accumulated rounding
-#: (a recomputed constant, ~100 ulps) would turn an ordinary new value into an
-#: input of size 1e13 (a target's scale multiplies, so there a tiny scale is
-#: harmless and only rounding noise counts).
-_X_RELATIVE_SPREAD = float(np.sqrt(np.finfo(np.float64).eps))
+#: ... and a feature (X) within this many: its scale divides new inputs, so a
+#: spread at the level of accumulated rounding (a recomputed constant, ~100
+#: ulps) would turn an ordinary new value into an input of size 1e13 (a
+#: target's scale multiplies, so there a tiny scale is harmless).  4096 ulps
+#: are ~1e-12 of the size: 1e9 + U(0, 1) (4.5e6 ulps) is still scaled.
+_X_CONSTANT_ULPS = 4096
 
 
 def fit_input_scaler(X, max_abs_z=None):
@@ -97,20 +97,29 @@ def fit_input_scaler(X, max_abs_z=None):
     values into inputs of size 50-90, where a network's untrained weights dominate
     the prediction.
 
-    A feature constant in ``X`` (its values within ``_X_RELATIVE_SPREAD``,
-    1.5e-8, of their size, :func:`_varies`) gets an infinite scale: it is
+    A feature constant in ``X`` (its values within ``_X_CONSTANT_ULPS`` units
+    in the last place, :func:`_varies`) gets an infinite scale: it is
     standardised to 0, so the model ignores it.  The data say nothing of its
     effect, and any finite scale would make
     predictions for its other values depend on the units it is given in
     (``StandardScaler``'s scale 1 does).  A later training batch in which it
     varies gives it a scale (:func:`scale_ignored_features`).
     """
-    scaler, varies = _fit_standard_scaler(X, "X", relative=_X_RELATIVE_SPREAD)
+    scaler, varies = _fit_standard_scaler(X, "X", ulps=_X_CONSTANT_ULPS)
     if max_abs_z is not None:
         span = np.max(X, axis=0) - np.min(X, axis=0)
         scaler.scale_ = np.maximum(scaler.scale_, span / max_abs_z)
         _check_scaling(scaler, "X")
     scaler.scale_ = np.where(varies, scaler.scale_, np.inf)
+    drifting = np.flatnonzero(~varies & (np.max(X, axis=0) > np.min(X, axis=0)))
+    if drifting.size:  # (not exactly constant: say so)
+        warnings.warn(
+            f"X column(s) {drifting.tolist()} vary only within {_X_CONSTANT_ULPS} units in the "
+            "last place (the level of rounding), so the model ignores them.  Subtract their "
+            "mean first if that variation is real.",
+            UserWarning,
+            stacklevel=5,
+        )
     return scaler
 
 
@@ -122,8 +131,10 @@ def scale_ignored_features(scaler, X, max_abs_z=None):
     so its weights have learned nothing yet, and any scale is consistent with
     the training so far: the batch's root-mean-square deviation from the
     earlier constant (``mean_``), floored as :func:`fit_input_scaler` floors
-    (``max_abs_z``).  A deviation within the bound of :func:`_varies` leaves
-    the feature ignored.  Returns ``(scale, columns)``.
+    (``max_abs_z``).  A deviation within ``_X_CONSTANT_ULPS`` units in the
+    last place of the constant leaves the feature ignored (a constant 0 has
+    no such margin: any later nonzero value, rounding residue or not, sets
+    a scale).  Returns ``(scale, columns)``.
     """
     ignored = np.flatnonzero(np.isinf(scaler.scale_))
     if ignored.size == 0:
@@ -131,9 +142,8 @@ def scale_ignored_features(scaler, X, max_abs_z=None):
     centre = scaler.mean_[ignored]
     with np.errstate(over="ignore", invalid="ignore"):
         deviation = X[:, ignored] - centre
-        bound = np.maximum(_CONSTANT_ULPS * np.spacing(np.abs(centre)),
-                           _X_RELATIVE_SPREAD * np.abs(centre))
-        moved = np.any(np.abs(deviation) > bound, axis=0)
+        moved = np.any(np.abs(deviation) > _X_CONSTANT_ULPS * np.spacing(np.abs(centre)),
+                       axis=0)
         if not np.any(moved):
             return None
         deviation = deviation[:, moved]
@@ -154,10 +164,9 @@ def scale_ignored_features(scaler, X, max_abs_z=None):
     return scale, columns
 
 
-def _varies(values, relative=0.0):
-    """Whether each column of ``values`` spans more than ``_CONSTANT_ULPS``
-    units in the last place of its largest magnitude, and more than
-    ``relative`` times that magnitude.
+def _varies(values, ulps=_CONSTANT_ULPS):
+    """Whether each column of ``values`` spans more than ``ulps`` units in the
+    last place of its largest magnitude.
 
     ``StandardScaler`` takes a column for a constant one when its standard
     deviation is below about ``n eps |mean|``, a bound on the rounding error of
@@ -171,10 +180,10 @@ def _varies(values, relative=0.0):
     bottom = np.min(values, axis=0)
     size = np.maximum(np.abs(top), np.abs(bottom))
     with np.errstate(over="ignore"):
-        return (top - bottom) > np.maximum(_CONSTANT_ULPS * np.spacing(size), relative * size)
+        return (top - bottom) > ulps * np.spacing(size)
 
 
-def _fit_standard_scaler(values, name, relative=0.0):
+def _fit_standard_scaler(values, name, ulps=_CONSTANT_ULPS):
     """``StandardScaler().fit(values)`` with scale ``sqrt(var_)`` for every
     column that :func:`_varies` and scale 1 for the others, and the mask of
     the former; or a ValueError where the mean or the standard deviation of a
@@ -182,7 +191,7 @@ def _fit_standard_scaler(values, name, relative=0.0):
     squares overflow): a model fitted on such scaling would predict NaN."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         scaler = StandardScaler().fit(values)
-    varies = _varies(values, relative)
+    varies = _varies(values, ulps)
     _check_scaling(scaler, name, varies)
     scaler.scale_ = np.where(varies, np.sqrt(scaler.var_), 1.0)
     return scaler, varies
@@ -327,7 +336,8 @@ class _BayesianEstimatorMixin:
             warnings.warn(
                 f"X column(s) {columns.tolist()} were constant in the data that set the input "
                 "scaling, so the model has ignored them; they vary in this batch and are "
-                "scaled by its root-mean-square deviation from that constant from now on.",
+                "scaled by its root-mean-square deviation from that constant (floored by "
+                "max_abs_z) from now on.",
                 UserWarning,
                 stacklevel=4,
             )
@@ -504,7 +514,7 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
     x_scaler_, y_scaler_ : StandardScaler
         Standardisation of the inputs and targets, learned on the data passed to
         ``fit`` (or to the first ``partial_fit``).  Features constant in that
-        data (to 1.5e-8 of their size) get an infinite scale, so the model ignores
+        data (to 4096 ulps) get an infinite scale, so the model ignores
         them until a later training batch varies them (then they are scaled
         from it, with a warning); a constant target gets scale 1, with a
         warning.

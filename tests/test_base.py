@@ -275,13 +275,15 @@ def test_a_late_scale_is_kept_with_its_batch_and_not_shared_with_copies(rng):
 def test_rounding_level_drift_of_a_constant_feature_leaves_it_ignored(rng):
     # A recomputed constant drifts by ~100 ulps: as a scale (~1e-14) it turned
     # an ordinary new value into an input of 1e13 (R^2 -1.9e55).  A feature
-    # whose values agree to 1.5e-8 of their size stays ignored, in fit and in
-    # a later batch; beyond that it is scaled.
+    # whose values agree to 4096 ulps stays ignored, in fit and in a later
+    # batch; beyond that it is scaled.
     X, y = _binary_feature_data(rng)
     X[:, 1] += 7.0
     drift = X[:40].copy()
     drift[:, 1] = 7.0 + np.arange(40) * 5 * np.spacing(7.0)  # up to 195 ulps
-    model = BayesianLinearRegressor().fit(drift, y[:40])
+    with pytest.warns(UserWarning, match=r"X column\(s\) \[1\] vary only within") as record:
+        model = BayesianLinearRegressor().fit(drift, y[:40])
+    assert record[0].filename == __file__
     assert model.x_scaler_.scale_[1] == np.inf
     model = BayesianLinearRegressor().partial_fit(X[:20], y[:20])
     with warnings.catch_warnings():
@@ -314,15 +316,19 @@ def test_columns_that_vary_little_around_a_large_mean_are_standardised(rng):
         ref_mean, ref_std = reference.predict(X[:20], return_std=True)
         np.testing.assert_allclose((mean - 1e6) / 1e-8, ref_mean, atol=0.05 * np.std(z))
         np.testing.assert_allclose(std / 1e-8, ref_std, rtol=0.05)
-    # A feature's scale divides new inputs, so there the bound is relative,
-    # 1.5e-8 of the size (rounding drift must not become a scale):
-    # 1e6 + 1e-2 z is scaled by its sd, 1e6 + 1e-7 z ignored.
+    # A feature's scale divides new inputs, so there the bound is 4096 ulps
+    # (rounding drift must not become a scale): 1e6 + 1e-2 z and 1e9 + U(0, 1)
+    # are scaled by their sd, 1e6 + 1e-9 z is ignored, with a warning.
     X = rng.normal(size=(2000, 1))
     y = X[:, 0] + 0.1 * rng.normal(size=2000)
     model = BayesianLinearRegressor().fit(1e6 + 1e-2 * X, y)
     np.testing.assert_allclose(model.x_scaler_.scale_, 1e-2 * np.std(X), rtol=1e-6)
     assert model.score(1e6 + 1e-2 * X, y) > 0.98
-    assert BayesianLinearRegressor().fit(1e6 + 1e-7 * X, y).x_scaler_.scale_[0] == np.inf
+    u = rng.uniform(size=(2000, 1))
+    model = BayesianLinearRegressor().fit(1e9 + u, u[:, 0])
+    np.testing.assert_allclose(model.x_scaler_.scale_, np.std(u), rtol=1e-6)
+    with pytest.warns(UserWarning, match="vary only within"):
+        assert BayesianLinearRegressor().fit(1e6 + 1e-9 * X, y).x_scaler_.scale_[0] == np.inf
 
 
 def test_verbose_reports_and_silent_by_default(rng, capsys):
