@@ -109,7 +109,9 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         (``hidden_layer_sizes``, ``fit_bias``, ``spike_and_slab``) must then
         be unchanged, and so must ``prior``, ``noise_prior`` and ``device``,
         which only set up a new posterior (a ValueError otherwise, as for a
-        later ``partial_fit``).
+        later ``partial_fit``).  Data the model cannot take (a row of zero
+        likelihood, a predictive that would overflow) are refused with a
+        ValueError and leave the model as it was, as ``partial_fit`` does.
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
         (an error when CuPy or a GPU is missing), or the GPU when there is one.
@@ -254,9 +256,22 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self._check_warm_start()
         X, Y = self._validate_training_data(X, y, reset=False, min_samples=1)
         xp = self._namespace()
-        X_scaled, restore, kept = self._scale_training_X(X, xp)
+        # As partial_fit: data the model cannot take leave it as it was (a
+        # warm fit on y = 1e300 was kept, and every prediction overflowed).
+        restore = self._snapshot(log_z_curve_=list(self.log_z_curve_))
+        X_scaled, _, kept = self._scale_training_X(X, xp)
         try:
+            n_before = len(self.log_z_curve_)
             self._train(X_scaled, self._scale_Y(Y, xp), xp, self._rng)
+            if not (np.all(np.isfinite(self.log_z_curve_[n_before:])) and all(
+                    bool(np.all(np.isfinite(a)))
+                    for a in self._unscaled_moments(X_scaled[:1000], xp))):
+                raise ValueError(
+                    "PBPRegressor.fit (warm start): a row has zero likelihood under the model "
+                    "or the predictive would overflow on the data's own rows, so the data are "
+                    "refused and the model is as it was.  They are far outside the scale of "
+                    "the first fit's data, which they are standardised with; rescale y (or X)."
+                )
         except Exception:
             restore()
             raise

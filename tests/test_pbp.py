@@ -405,3 +405,20 @@ def test_gamma_shapes_beyond_precision_are_refused():
         with pytest.raises(ValueError, match="shapes above 1e.06 lose"):
             PBPRegressor(**{name: (1e10, 1e10)}).fit(X, y)
     PBPRegressor(noise_prior=(1e6, 1e6), max_epochs=1).fit(X, y)  # the bound itself
+
+
+def test_a_warm_start_the_model_cannot_take_leaves_it_as_it_was(rng):
+    # As partial_fit refuses such a batch: a warm fit on targets near 1e300
+    # had been kept, and every prediction overflowed afterwards.
+    import pickle
+
+    X = rng.normal(size=(60, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=60)
+    model = PBPRegressor((4,), max_epochs=2, warm_start=True, random_state=0).fit(X, y)
+    before = pickle.dumps(model)
+    with pytest.raises(ValueError, match="warm start.*refused"):
+        model.fit(X, np.where(y > 0, 1e300, -1e300))
+    after = pickle.loads(pickle.dumps(model))
+    reference = pickle.loads(before)
+    np.testing.assert_array_equal(after.predict(X), reference.predict(X))
+    assert after.n_iter_ == reference.n_iter_ and after.log_z_curve_ == reference.log_z_curve_
