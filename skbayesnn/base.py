@@ -23,6 +23,7 @@ estimator ravels a column ``y`` with sklearn's ``DataConversionWarning``, as
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import warnings
@@ -106,12 +107,12 @@ def fit_input_scaler(X, max_abs_z=None):
     varies gives it a scale (:func:`scale_ignored_features`).
     """
     scaler, varies = _fit_standard_scaler(X, "X", ulps=_X_CONSTANT_ULPS)
+    span = np.max(X, axis=0) - np.min(X, axis=0)
     if max_abs_z is not None:
-        span = np.max(X, axis=0) - np.min(X, axis=0)
         scaler.scale_ = np.maximum(scaler.scale_, span / max_abs_z)
         _check_scaling(scaler, "X")
     scaler.scale_ = np.where(varies, scaler.scale_, np.inf)
-    drifting = np.flatnonzero(~varies & (np.max(X, axis=0) > np.min(X, axis=0)))
+    drifting = np.flatnonzero(~varies & (span > 0))
     if drifting.size:  # (not exactly constant: say so)
         warnings.warn(
             f"X column(s) {drifting.tolist()} vary only within {_X_CONSTANT_ULPS} units in the "
@@ -310,39 +311,37 @@ class _BayesianEstimatorMixin:
     def _scale_X(self, X, xp):
         return to_device(self.x_scaler_.transform(X), xp)
 
-    def _scale_training_X(self, X, xp):
-        """:meth:`_scale_X` of a batch that continues training (``partial_fit``,
-        a warm start), after giving the features ignored so far a scale where
-        the batch varies them (:func:`scale_ignored_features`).
+    @contextlib.contextmanager
+    def _training_X(self, X, xp):
+        """Context of a batch that continues training (``partial_fit``, a warm
+        start): yields :meth:`_scale_X` of ``X`` after giving the features
+        ignored so far a scale where the batch varies them
+        (:func:`scale_ignored_features`).
 
-        Returns ``(X_scaled, restore, kept)``.  The new scaling is a new
-        ``x_scaler_`` (a copy of the estimator shares the old one);
-        ``restore()`` puts the old one back, for a batch that is then
-        refused, and ``kept()``, called once the batch is kept, warns of the
-        change (a warning turned into an error must find the batch trained).
+        The new scaling is a new ``x_scaler_`` (a copy of the estimator shares
+        the old one).  A batch refused inside the block (an exception) puts
+        the old one back; a kept batch is then told of in a warning, after
+        the block, so that a warning turned into an error finds it trained.
         """
         old = self.x_scaler_
         found = scale_ignored_features(old, X, getattr(self, "max_abs_z", None))
-        if found is None:
-            return self._scale_X(X, xp), lambda: None, lambda: None
-        scaler = copy.copy(old)
-        scaler.scale_, columns = found
-        self.x_scaler_ = scaler
-
-        def restore():
+        if found is not None:
+            self.x_scaler_ = copy.copy(old)
+            self.x_scaler_.scale_, columns = found
+        try:
+            yield self._scale_X(X, xp)
+        except BaseException:
             self.x_scaler_ = old
-
-        def kept():
+            raise
+        if found is not None:
             warnings.warn(
                 f"X column(s) {columns.tolist()} were constant in the data that set the input "
                 "scaling, so the model has ignored them; they vary in this batch and are "
                 "scaled by its root-mean-square deviation from that constant (floored by "
                 "max_abs_z) from now on.",
                 UserWarning,
-                stacklevel=4,
+                stacklevel=5,  # (this generator, contextlib, partial_fit, _fit_context)
             )
-
-        return self._scale_X(X, xp), restore, kept
 
     def _scaled_input(self, X):
         """Check that the model is fitted, validate ``X`` against the fit and
@@ -731,7 +730,6 @@ class PartialFitMixin:
         self : object
         """
         first = not hasattr(self, "x_scaler_")
-        restore = None
         try:
             X, Y = self._validate_training_data(X, y, reset=first, min_samples=1)
             if first:
@@ -741,15 +739,12 @@ class PartialFitMixin:
             else:
                 self._check_structure()
                 xp = self._namespace()
-            X_scaled, restore, kept = self._scale_training_X(X, xp)
-            self._partial_fit_scaled(X_scaled, self._scale_Y(Y, xp), xp, self._rng)
+            with self._training_X(X, xp) as X_scaled:
+                self._partial_fit_scaled(X_scaled, self._scale_Y(Y, xp), xp, self._rng)
         except Exception:
             if first:  # leave no half-built model behind: it is still unfitted
                 self._clear_fitted()
-            elif restore is not None:  # a refused batch leaves the scaling as it was
-                restore()
             raise
-        kept()
         return self
 
 
@@ -855,7 +850,6 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         self : object
         """
         first = not hasattr(self, "classes_")
-        restore = None
         try:
             X, y = self._validate_labels(X, y, reset=first, min_samples=1)
             if first:
@@ -873,15 +867,12 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                         f"call to partial_fit, classes_={self.classes_.tolist()}."
                     )
                 xp = self._namespace()
-            X_scaled, restore, kept = self._scale_training_X(X, xp)
-            self._partial_fit_scaled(X_scaled, self._encode(y), xp, self._rng)
+            with self._training_X(X, xp) as X_scaled:
+                self._partial_fit_scaled(X_scaled, self._encode(y), xp, self._rng)
         except Exception:
             if first:
                 self._clear_fitted()
-            elif restore is not None:  # a refused batch leaves the scaling as it was
-                restore()
             raise
-        kept()
         return self
 
     def predict_proba(self, X):

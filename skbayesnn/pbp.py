@@ -259,24 +259,27 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         # As partial_fit: data the model cannot take leave it as it was (a
         # warm fit on y = 1e300 was kept, and every prediction overflowed).
         restore = self._snapshot(log_z_curve_=list(self.log_z_curve_))
-        X_scaled, _, kept = self._scale_training_X(X, xp)
         try:
-            n_before = len(self.log_z_curve_)
-            self._train(X_scaled, self._scale_Y(Y, xp), xp, self._rng)
-            if not (np.all(np.isfinite(self.log_z_curve_[n_before:])) and all(
-                    bool(np.all(np.isfinite(a)))
-                    for a in self._unscaled_moments(X_scaled[:1000], xp))):
-                raise ValueError(
-                    "PBPRegressor.fit (warm start): a row has zero likelihood under the model "
-                    "or the predictive would overflow on the data's own rows, so the data are "
-                    "refused and the model is as it was.  They are far outside the scale of "
-                    "the first fit's data, which they are standardised with; rescale y (or X)."
-                )
+            with self._training_X(X, xp) as X_scaled:
+                self._train_warm(X_scaled, self._scale_Y(Y, xp), xp)
         except Exception:
             restore()
             raise
-        kept()
         return self
+
+    def _train_warm(self, X, Y, xp):
+        """The epochs of a warm start, or a ValueError for data the model
+        cannot take."""
+        n_before = len(self.log_z_curve_)
+        self._train(X, Y, xp, self._rng)
+        if not (np.all(np.isfinite(self.log_z_curve_[n_before:])) and all(
+                bool(np.all(np.isfinite(a))) for a in self._unscaled_moments(X[:1000], xp))):
+            raise ValueError(
+                "PBPRegressor.fit (warm start): a row has zero likelihood under the model "
+                "or the predictive would overflow on the data's own rows, so the data are "
+                "refused and the model is as it was.  They are far outside the scale of "
+                "the first fit's data, which they are standardised with; rescale y (or X)."
+            )
 
     def __setstate__(self, state):
         super().__setstate__(state)

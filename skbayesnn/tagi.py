@@ -71,8 +71,9 @@ class _TAGIMixin:
         self.n_split_ = 0
         self.n_iter_ = 0
 
-    def _noise_var(self, sigma_v):
-        """``sigma_v ** 2``: a float, or (the regressor) one per output."""
+    def _noise_var(self, sigma_v, xp):
+        """``sigma_v ** 2``: a float, or (the regressor) one per output, in
+        namespace ``xp`` (CuPy refuses host operands)."""
         if np.ndim(sigma_v) == 0:
             return float(sigma_v) ** 2
         s = np.asarray(sigma_v, dtype=np.float64)
@@ -81,7 +82,7 @@ class _TAGIMixin:
                 f"sigma_v must be a float or one value per output ({self.n_outputs_} here), "
                 f"each in (0, {MAX_SCALE:g}]; got {sigma_v!r}."
             )
-        return s**2
+        return to_device(s**2, xp)
 
     def _epochs(self, n, rng):
         """Yield ``(epoch, order)`` for ``max_epochs`` passes, recording ``n_iter_``."""
@@ -161,14 +162,11 @@ class _TAGIMixin:
         # run_epoch rebinds the posterior's arrays (in its lists): new lists of
         # the same arrays are a snapshot
         before = self.posterior_._replace(lambda a: a)
-        noise_var = self._noise_var(self.sigma_v)
-        if np.ndim(noise_var):  # one per output, on the device of X
-            noise_var = to_device(noise_var, xp)
         n_combined, n_split = tagi.run_epoch(
             self.posterior_,
             X,
             Y,
-            noise_var,
+            self._noise_var(self.sigma_v, xp),
             batch_size=self.batch_size,
             order=xp.asarray(order),
             obs_mask=obs_mask,
@@ -343,7 +341,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         self.verbose = verbose
 
     def _fit_scaled(self, X, Y, xp, rng):
-        noise_var = to_device(np.asarray(self._noise_var(self.sigma_v)), xp)
+        noise_var = self._noise_var(self.sigma_v, xp)
         self._init_online(X.shape[1], Y.shape[1], xp, rng)
         # Validation LL in original units: the Jacobian of the target scaling.
         log_scale = float(np.sum(np.log(self.y_scaler_.scale_)))
@@ -366,8 +364,8 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
 
     def _predict_moments_scaled(self, X, xp):
         z_mean, z_var = tagi.forward(self.posterior_, X)
-        noise_var = self._noise_var(self._prediction_param("sigma_v"))
-        return z_mean, z_var, xp.zeros(z_mean.shape) + to_device(np.asarray(noise_var), xp)
+        noise_var = self._noise_var(self._prediction_param("sigma_v"), xp)
+        return z_mean, z_var, xp.zeros(z_mean.shape) + noise_var
 
 
 class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):

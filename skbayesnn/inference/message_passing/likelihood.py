@@ -258,13 +258,12 @@ def softmax_backward(mean, var, labels, *, n_grid=401, width=8.0, min_mass=1e-12
     tau_m, rho_m, valid = moments_to_natural(m0, m1c, m2c, min_mass=min_mass)
     tau_m = tau_m + rho_m * mean
     tau_f, rho_f = to_natural(mean, var)
-    # safe_division with tolerance 0.1 (§1, §8 item 7): within the band the
-    # precision is clamped to 0 and the natural mean kept.  A label logit far
-    # below the others (p < 1e-7) gets a tilt exp(a) there, a push of one
-    # variance with no precision, which quadrature noise put on either side
-    # of 0 (gaussian_division's neutral G(0, 0) dropped it at random).
+    # safe_division with tolerance 0.1 (§1, §8 item 7), as the kernel: a
+    # precision in [-0.1, 0] is clamped to 0 and the natural mean kept (not
+    # gaussian_division's neutral G(0, 0)).  A label logit far below the
+    # others (p < 1e-7) gets a tilt exp(a) there, a push of one variance with
+    # no precision, which quadrature noise puts on either side of 0; below
+    # the band (or NaN), G(0, 0).
     d_rho = rho_m - rho_f
-    band = (d_rho <= 0.0) & (d_rho >= -0.1)
-    tau, rho, _ = gaussian_division(tau_m, rho_m, tau_f, rho_f, tol=0.1)
-    tau = xp.where(band, tau_m - tau_f, tau)
-    return xp.where(valid, tau, 0.0), xp.where(valid, rho, 0.0)
+    keep = valid & (d_rho >= -0.1)
+    return xp.where(keep, tau_m - tau_f, 0.0), xp.where(keep & (d_rho > 0.0), d_rho, 0.0)
