@@ -5,8 +5,8 @@ Usage: python benchmarks/bench_propagate.py [--n 1000] [--width 50] [--var 1e-2]
 A 10-in, two-hidden-layer ReLU network with a diagonal Gaussian posterior (random
 means, all variances ``--var``) predicts ``--n`` inputs.  The reference is Monte
 Carlo with 100,000 sampled networks on the first 20 inputs.  For each method the
-script prints seconds (median of 5), the time ratio to the analytic linearised
-pass, and the error of the output mean and standard deviation relative to the
+script prints seconds (median of 5; one run for MC S=1000), the time ratio to the
+analytic linearised pass, and the error of the output mean and standard deviation relative to the
 reference predictive standard deviation (analytic_predictive.md §13.4).
 """
 

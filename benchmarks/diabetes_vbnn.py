@@ -26,7 +26,7 @@ from threadpoolctl import threadpool_limits
 from skbayesnn import VBNNRegressor
 from skbayesnn.metrics import coverage, nlpd
 
-from _uci_cli import positive_int
+from _uci_cli import positive_int, standard_error
 
 
 def run_split(split, fdr):
@@ -78,7 +78,7 @@ def main():
 
     def stat(key):
         v = np.array([r[key] for r in rows], dtype=float)
-        return v.mean(), v.std(ddof=1) / np.sqrt(len(v))
+        return v.mean(), float(standard_error(v[:, None])[0])
 
     (rm, rs), (nm, ns), (cm, cs) = stat("rmse"), stat("nll"), stat("cov")
     (sm, ss) = stat("sparse_rmse")

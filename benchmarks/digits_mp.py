@@ -42,7 +42,8 @@ def evaluate(model, X_train, y_train, X_test, y_test):
     seconds = time.perf_counter() - start
     p = model.predict_proba(X_test)
     acc = (model.classes_[p.argmax(axis=1)] == y_test).mean()
-    return [acc, expected_calibration_error(y_test, p), categorical_nll(y_test, p), seconds]
+    return [acc, expected_calibration_error(y_test, p, classes=model.classes_),
+            categorical_nll(y_test, p, classes=model.classes_), seconds]
 
 
 def report(name, make_model, seeds, data):

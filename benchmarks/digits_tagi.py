@@ -52,7 +52,8 @@ def evaluate(model, X_train, y_train, X_test, y_test):
     acc = (model.classes_[p.argmax(axis=1)] == y_test).mean()
     chosen = getattr(model, "best_params_", {})
     gap = p.max(axis=1).mean() - acc  # mean top-label confidence minus accuracy
-    row = [acc, expected_calibration_error(y_test, p), categorical_nll(y_test, p), gap, seconds]
+    row = [acc, expected_calibration_error(y_test, p, classes=model.classes_),
+           categorical_nll(y_test, p, classes=model.classes_), gap, seconds]
     return row, ", ".join(
         f"{k}={v:.3g}" if v is not None else f"{k}=None" for k, v in chosen.items()
     )

@@ -35,7 +35,8 @@ def evaluate(X_train, y_train, X_test, y_test, likelihood, epochs, seed):
                                      max_epochs=epochs, random_state=seed)
     p = model.fit(X_train, y_train).predict_proba(X_test)
     return ((model.classes_[p.argmax(axis=1)] == y_test).mean(),
-            expected_calibration_error(y_test, p), categorical_nll(y_test, p),
+            expected_calibration_error(y_test, p, classes=model.classes_),
+            categorical_nll(y_test, p, classes=model.classes_),
             p.max(axis=1).mean())
 
 

@@ -116,7 +116,7 @@ def main():
         target = rmse["MessagePassingRegressor"]
         epochs = args.epochs
         while epochs <= 1600:
-            seconds, model = timed_fit(lambda: mlp(epochs), d.X_train, d.y_train)
+            seconds, model = timed_fit(lambda: mlp(epochs), d.X_train, d.y_train, args.repeats)
             err = rmse_on_test(model, d)
             if err <= target:
                 print(f"MLPRegressor reaches RMSE {err:.4f} <= {target:.4f} at {epochs} epochs "

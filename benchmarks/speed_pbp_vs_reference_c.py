@@ -76,7 +76,7 @@ from skbayesnn.datasets import load_uci  # noqa: E402
 
 from skbayesnn import PBPRegressor  # noqa: E402
 
-from _uci_cli import add_data_home, data_home  # noqa: E402
+from _uci_cli import add_data_home, data_home, dataset_names  # noqa: E402
 
 HIDDEN, EPOCHS = 50, 40
 
@@ -144,6 +144,7 @@ def main():
     parser.add_argument("--reference-path", default="~/peers/pbp_c")
     args = parser.parse_args()
     args.data_home = data_home(parser, args)
+    dataset_names(parser, args, args.data_home)  # all checked before any run
     ref = import_reference(args.reference_path)
     print(f"ours: skbayesnn {skbayesnn.__version__} from {Path(skbayesnn.__file__).parent}")
     print(f"reference: {Path(ref.__file__).parent}")

@@ -76,7 +76,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 import skbayesnn  # noqa: E402
 from skbayesnn.datasets import load_uci  # noqa: E402
 
-from _uci_cli import add_data_home, data_home  # noqa: E402
+from _uci_cli import add_data_home, data_home, dataset_names  # noqa: E402
 
 try:
     from skbayesnn import VBNNRegressor  # noqa: E402
@@ -167,6 +167,7 @@ def main():
     parser.add_argument("--reference-only", action="store_true")
     args = parser.parse_args()
     args.data_home = data_home(parser, args)
+    dataset_names(parser, args, args.data_home)  # all checked before any run
 
     ref = import_reference(args.reference_dir)
     ref_kw = {}

@@ -57,7 +57,7 @@ from skbayesnn import MessagePassingRegressor
 from skbayesnn.datasets import load_uci, uci_n_splits
 from skbayesnn.metrics import neg_nlpd_scorer, nlpd
 
-from _uci_cli import add_data_home, data_home, dataset_names, positive_int
+from _uci_cli import add_data_home, data_home, dataset_names, positive_int, standard_error
 
 # This library's PBP and TAGI rows from README.md: (RMSE, LL).
 PBP = {
@@ -204,7 +204,7 @@ def main():
         )
         r = np.array(res, dtype=float)
         chosen = np.unique(r[:, 3:5], axis=0, return_counts=True)
-        se = r.std(axis=0, ddof=1) / np.sqrt(len(r)) if len(r) > 1 else np.zeros(r.shape[1])
+        se = standard_error(r)
         pbp = PBP.get(name, (np.nan, np.nan))
         tagi = TAGI.get(name, (np.nan, np.nan))
         # issue 6's target: mean RMSE within one (our) standard error of the better of the two

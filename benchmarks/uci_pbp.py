@@ -35,7 +35,7 @@ from skbayesnn import PBPRegressor
 from skbayesnn.datasets import load_uci, uci_n_splits
 from skbayesnn.metrics import coverage, nlpd
 
-from _uci_cli import add_data_home, data_home, dataset_names, positive_int
+from _uci_cli import add_data_home, data_home, dataset_names, positive_int, standard_error
 
 # The PBP paper's test RMSE and log-likelihood (means over 20 splits), as the PBP
 # issue quotes them.
@@ -99,7 +99,7 @@ def main():
                 for k in range(n)
             )
             r = np.array(res, dtype=float)
-            se = r.std(axis=0, ddof=1) / np.sqrt(len(r)) if len(r) > 1 else np.zeros(r.shape[1])
+            se = standard_error(r)
             p = PAPER.get(name, (np.nan, np.nan))
             print(
                 f"{name[:15]:<16}{variant:<14}{r[:, 0].mean():>8.3f}±{se[0]:<5.3f}{p[0]:>7.2f}"

@@ -10,9 +10,10 @@ standardised on the training part.  sigma_v and the prior variances (gain_w,
 gain_b; see --gain-w, --gain-b) are chosen per split by GridSearchCV (K-fold NLPD)
 on the training part only; the test part is used once, for the
 reported RMSE and average log-likelihood in original units.  Prints mean +- standard
-error over splits (SE = std/sqrt(n_splits)) next to the paper's TAGI row (its +-
-is a standard deviation over 20 folds, so its SE is that / sqrt(20)), and the
-median chosen hyperparameters.
+error over splits (SE = std(ddof=1)/sqrt(n_splits)) next to the paper's TAGI row
+(its +- is a standard deviation over 20 folds, so its SE is that / sqrt(20)), the
+median chosen sigma_v (the lower median: a value of the grid), and how often each
+gain_w and gain_b was chosen.
 """
 
 import argparse
@@ -26,7 +27,7 @@ from skbayesnn import TAGIRegressor
 from skbayesnn.datasets import load_uci, uci_n_splits
 from skbayesnn.metrics import nlpd, neg_nlpd_scorer
 
-from _uci_cli import add_data_home, data_home, dataset_names, positive_int
+from _uci_cli import add_data_home, data_home, dataset_names, positive_int, standard_error
 
 # TAGI paper, Table 1 (tagi.md §12.2): (RMSE, RMSE sd, LL, LL sd) over 20 folds.
 PAPER = {
@@ -97,7 +98,7 @@ def main():
     print(
         f"{'dataset':<16}"
         + "".join(f"{h:>16}" for h in head)
-        + f"{'sigma_v':>9}{'gain_w':>8}{'gain_b':>8}{'s/split':>9}"
+        + f"{'sigma_v':>9}{'s/split':>9}  gain_w, gain_b chosen"
     )
     for name in names:
         n = uci_n_splits(name, data_home=args.data_home)
@@ -107,15 +108,18 @@ def main():
             for k in range(n)
         )
         r = np.array(res, dtype=float)
-        se = r.std(axis=0, ddof=1) / np.sqrt(len(r)) if len(r) > 1 else np.zeros(r.shape[1])
+        se = standard_error(r)
         p = PAPER[name]
         folds = 5 if name == "protein-tertiary-structure" else 20  # the paper's F (Table 3)
         p_se = (p[1] / np.sqrt(folds), p[3] / np.sqrt(folds))
         print(
             f"{name[:15]:<16}{r[:, 0].mean():>9.3f}±{se[0]:<6.3f}{p[0]:>9.2f}±{p_se[0]:<6.3f}"
             f"{r[:, 1].mean():>9.3f}±{se[1]:<6.3f}{p[2]:>9.2f}±{p_se[1]:<6.3f}"
-            f"{np.median(r[:, 2]):>9.3f}{np.median(r[:, 3]):>8.2f}{np.median(r[:, 4]):>8.2f}"
-            f"{r[:, 5].mean():>9.1f}",
+            f"{np.sort(r[:, 2])[(len(r) - 1) // 2]:>9.3f}{r[:, 5].mean():>9.1f}  "
+            + "; ".join(
+                ", ".join(f"{v:g} x{c}" for v, c in zip(*np.unique(r[:, col], return_counts=True)))
+                for col in (3, 4)
+            ),
             flush=True,
         )
 

@@ -32,7 +32,7 @@ from skbayesnn import VBNNRegressor
 from skbayesnn.datasets import load_uci, uci_n_splits
 from skbayesnn.metrics import coverage, nlpd
 
-from _uci_cli import add_data_home, data_home, positive_int
+from _uci_cli import add_data_home, data_home, dataset_names, positive_int, standard_error
 
 # Paper Table 4 (vbnn.md §14.5): mean test RMSE and NLL.
 PAPER = {
@@ -88,11 +88,12 @@ def main():
     parser.add_argument("--variants", nargs="+", default=["vbnn"], choices=sorted(VARIANTS))
     args = parser.parse_args()
     args.data_home = data_home(parser, args)
+    names = dataset_names(parser, args, args.data_home)
     print(
         f"{'dataset':<15}{'variant':<8}{'RMSE':>14}{'paper':>7}{'NLL':>15}{'paper':>7}"
         f"{'cov95':>14}{'med s':>8}"
     )
-    for name in args.datasets:
+    for name in names:
         n = uci_n_splits(name, data_home=args.data_home)
         n = min(n, args.splits) if args.splits is not None else n
         for variant in args.variants:
@@ -100,7 +101,7 @@ def main():
                 delayed(run_split)(name, k, args.data_home, variant) for k in range(n)
             )
             r = np.array(res, dtype=float)
-            se = r.std(axis=0, ddof=1) / np.sqrt(len(r)) if len(r) > 1 else np.zeros(r.shape[1])
+            se = standard_error(r)
             p = PAPER[variant].get(name, (np.nan, np.nan))
             print(
                 f"{name[:14]:<15}{variant:<8}{r[:, 0].mean():>8.3f}±{se[0]:<5.3f}{p[0]:>7.2f}"

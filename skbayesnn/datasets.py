@@ -89,8 +89,8 @@ def _resolve_data_home(data_home=None):
                 f"data_home must be a str or os.PathLike, got {type(data_home).__name__}."
             )
         return Path(data_home).expanduser(), "the data_home argument"
-    env = os.environ.get(_ENV_VAR, "")
-    if env.strip():
+    env = os.environ.get(_ENV_VAR, "").strip()  # (a stray space is invisible in errors)
+    if env:
         return Path(env).expanduser(), f"the {_ENV_VAR} environment variable"
     return (
         Path("~").expanduser() / _DEFAULT_DIRNAME,
@@ -126,19 +126,31 @@ def get_data_home(data_home=None):
     return _resolve_data_home(data_home)[0]
 
 
-def _check_name(name):
+def _has_layout_files(folder):
+    return any(all((f / r).is_file() for r in _REQUIRED_FILES) for f in (folder, folder / "data"))
+
+
+def _check_name(name, data_home=None):
+    """``name`` if it is one of :data:`UCI_DATASETS` or a folder of the data
+    home holding the layout's files (a user's own data in that layout)."""
     if not isinstance(name, str):
         raise TypeError(
             f"name must be a str, one of {list(UCI_DATASETS)}; got {type(name).__name__}."
         )
     if name in UCI_DATASETS:
         return name
+    plain = name not in ("", ".", "..") and Path(name).name == name and os.sep not in name
+    if plain and _has_layout_files(get_data_home(data_home) / name):
+        return name
     lowered = {n.lower(): n for n in UCI_DATASETS}
     close = [lowered[name.lower()]] if name.lower() in lowered else []
     close = close or difflib.get_close_matches(name, UCI_DATASETS, n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ValueError(
-        f"Unknown UCI dataset {name!r}.{hint} Known datasets: {', '.join(UCI_DATASETS)}."
+        f"Unknown UCI dataset {name!r}.{hint} Known datasets: {', '.join(UCI_DATASETS)}; "
+        f"another name must be a folder of the data home "
+        f"({os.path.abspath(get_data_home(data_home))}) holding the files of the "
+        f"standard layout ({', '.join(_REQUIRED_FILES)} and the split files)."
     )
 
 
@@ -196,7 +208,10 @@ def _parse_table_cached(path, identity):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data"
-            table = np.loadtxt(path, dtype=np.float64, ndmin=2, encoding="utf-8-sig")
+            # comments=None: a line starting with "#" is an error, not a
+            # skipped row that would shift every later row index
+            table = np.loadtxt(path, dtype=np.float64, ndmin=2, encoding="utf-8-sig",
+                               comments=None)
     except ValueError as exc:
         raise ValueError(f"Could not parse {path} as a numeric table: {exc}") from None
     table.setflags(write=False)
@@ -273,7 +288,8 @@ def uci_n_splits(name, *, data_home=None):
     Parameters
     ----------
     name : str
-        One of :data:`UCI_DATASETS`.
+        One of :data:`UCI_DATASETS`, or another folder of the data home in
+        their layout (as for :func:`load_uci`).
     data_home : str or os.PathLike, default=None
         Folder holding the datasets; see :func:`get_data_home`.
 
@@ -295,7 +311,7 @@ def uci_n_splits(name, *, data_home=None):
     >>> uci_n_splits("yacht")  # doctest: +SKIP
     20
     """
-    name = _check_name(name)
+    name = _check_name(name, data_home)
     folder = _dataset_dir(name, data_home)
     n_splits = _read_count(_require_file(folder / "n_splits.txt", name))
     for split in range(n_splits):  # a count the split files do not back is an error here
@@ -305,7 +321,7 @@ def uci_n_splits(name, *, data_home=None):
 
 
 def available_uci_datasets(data_home=None):
-    """Names of the UCI datasets present under the data home.
+    """Names of the datasets present under the data home.
 
     A dataset counts as present when its folder holds ``data.txt``,
     ``index_features.txt``, ``index_target.txt``, ``n_splits.txt``,
@@ -320,7 +336,8 @@ def available_uci_datasets(data_home=None):
     Returns
     -------
     names : list of str
-        Present datasets, in the order of :data:`UCI_DATASETS`; empty when the
+        Present datasets: those of :data:`UCI_DATASETS` in that order, then
+        any other folder in the same layout, sorted by name; empty when the
         data home does not exist.
 
     Examples
@@ -330,23 +347,32 @@ def available_uci_datasets(data_home=None):
     []
     """
     home = get_data_home(data_home)
-    present = []
-    for name in UCI_DATASETS:
-        for folder in (home / name, home / name / "data"):
-            if all((folder / f).is_file() for f in _REQUIRED_FILES):
-                present.append(name)
-                break
+    present = [name for name in UCI_DATASETS if _has_layout_files(home / name)]
+    if home.is_dir():
+        present += sorted(
+            entry.name for entry in home.iterdir()
+            if entry.name not in UCI_DATASETS and entry.is_dir() and _has_layout_files(entry)
+        )
     return present
 
 
 def _describe(name, split, n_splits, n_train, n_test, n_features, n_hidden, n_epochs, folder):
+    if name in UCI_DATASETS:
+        title = f"UCI regression benchmark: {name}"
+        source = (
+            "Source: the UCI Machine Learning Repository, with the fixed train/test "
+            "splits of the UCI regression benchmark (Hernandez-Lobato & Adams 2015, "
+            "reused by MC-dropout, TAGI and later work)."
+        )
+    else:
+        title = f"Dataset {name}"
+        source = ("Source: a folder in the layout of the UCI regression benchmark splits "
+                  "(not one of its datasets).")
+    share = 100.0 * n_train / (n_train + n_test)
     return (
-        f"UCI regression benchmark: {name}\n"
-        f"{'=' * (len('UCI regression benchmark: ') + len(name))}\n\n"
-        f"Source: the UCI Machine Learning Repository, with the fixed train/test "
-        f"splits of the UCI regression benchmark (Hernandez-Lobato & Adams 2015, "
-        f"reused by MC-dropout, TAGI and later work).\n\n"
-        f"Protocol: {n_splits} random 90%/10% train/test splits of the rows; report "
+        f"{title}\n{'=' * len(title)}\n\n{source}\n\n"
+        f"Protocol: {n_splits} fixed train/test splits of the rows (this one "
+        f"{share:.0f}%/{100 - share:.0f}%); report "
         f"the mean and standard error of test RMSE and test log-likelihood over "
         f"all splits (results on other splits are not comparable). Reference "
         f"network: one hidden layer of {n_hidden} units trained for {n_epochs} epochs; "
@@ -368,7 +394,8 @@ def load_uci(name, split=0, *, data_home=None, return_X_y=False):
     Parameters
     ----------
     name : str
-        One of :data:`UCI_DATASETS` (exact spelling, e.g. ``"bostonHousing"``).
+        One of :data:`UCI_DATASETS` (exact spelling, e.g. ``"bostonHousing"``),
+        or the name of any other folder of the data home in the same layout.
     split : int, default=0
         Which split, in ``[0, n_splits)``.
     data_home : str or os.PathLike, default=None
@@ -397,7 +424,8 @@ def load_uci(name, split=0, *, data_home=None, return_X_y=False):
     Raises
     ------
     ValueError
-        If ``name`` is unknown (the message lists :data:`UCI_DATASETS`), if
+        If ``name`` is neither one of :data:`UCI_DATASETS` nor a folder of the
+        data home with the layout's files (the message lists the known names), if
         ``split`` is out of range, or if a file is invalid (indices out of
         range or repeated, train and test overlapping, the target among the
         features, non-finite data); the message names the file.
@@ -416,7 +444,7 @@ def load_uci(name, split=0, *, data_home=None, return_X_y=False):
     >>> X_train, X_test, y_train, y_test = load_uci(
     ...     "yacht", split=3, return_X_y=True)  # doctest: +SKIP
     """
-    name = _check_name(name)
+    name = _check_name(name, data_home)
     split = _check_split_type(split)
     folder = _dataset_dir(name, data_home)
     for fname in _REQUIRED_FILES:

@@ -171,7 +171,7 @@ def test_shared_uci_split_matches_independent_reading(name, which):
     np.testing.assert_array_equal(b.y_train, data[train, target])
     np.testing.assert_array_equal(b.y_test, data[test, target])
     assert b.feature_names is None
-    assert name in b.DESCR and f"{n_splits} random" in b.DESCR and "90%/10%" in b.DESCR
+    assert name in b.DESCR and f"{n_splits} fixed" in b.DESCR and "90%/10%" in b.DESCR
 
     X_train, X_test, y_train, y_test = load_uci(
         name, split, data_home=SHARED_UCI, return_X_y=True
@@ -218,6 +218,39 @@ def test_synthetic_folder_loads_exactly(synthetic):
         assert isinstance(b.n_splits, int) and isinstance(b.n_hidden, int)
     assert uci_n_splits("yacht", data_home=synthetic["root"]) == 2
     assert available_uci_datasets(synthetic["root"]) == ["yacht"]
+
+
+def test_a_folder_of_any_name_in_the_layout_loads(tmp_path):
+    # A user's own data in the layout load by folder name, are listed after
+    # the benchmark's datasets and are described by their real split sizes.
+    data = np.arange(15.0).reshape(5, 3)
+    write_dataset(tmp_path, "my-data", data=data, features=[0, 1], target=2,
+                  splits=[([0, 1, 2, 3], [4])])
+    write_dataset(tmp_path, "energy", data=data, features=[0], target=2,
+                  splits=[([0, 1, 2], [3, 4])])
+    (tmp_path / "notes").mkdir()  # a folder without the layout is not a dataset
+    b = load_uci("my-data", data_home=tmp_path)
+    np.testing.assert_array_equal(b.X_test, [[12.0, 13.0]])
+    assert b.name == "my-data" and "UCI Machine Learning Repository" not in b.DESCR
+    assert "1 fixed train/test splits of the rows (this one 80%/20%)" in b.DESCR
+    assert uci_n_splits("my-data", data_home=tmp_path) == 1
+    assert available_uci_datasets(tmp_path) == ["energy", "my-data"]
+    assert "(this one 60%/40%)" in load_uci("energy", data_home=tmp_path).DESCR
+    # a path, or a folder without the files, is no dataset name
+    for bad in ("notes", "../my-data", "my-data/", ".", "missing"):
+        with pytest.raises(ValueError, match="Unknown UCI dataset.*standard layout"):
+            load_uci(bad, data_home=tmp_path)
+
+
+def test_a_data_line_starting_with_hash_is_refused(synthetic):
+    # np.loadtxt skips such lines by default, which would shift every later
+    # row against the index files.
+    path = synthetic["folder"] / "data.txt"
+    lines = path.read_text().splitlines()
+    lines[3] = "#" + lines[3]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="Could not parse .*data.txt"):
+        load_uci("yacht", data_home=synthetic["root"])
 
 
 def test_space_separated_and_feature_names(tmp_path):
@@ -347,6 +380,8 @@ def test_data_home_resolution_order(clean_env, monkeypatch, tmp_path):
 
     env_dir = tmp_path / "from_env"
     monkeypatch.setenv("SKBAYESNN_DATA", str(env_dir))
+    assert get_data_home() == env_dir
+    monkeypatch.setenv("SKBAYESNN_DATA", f" {env_dir} \n")  # stray whitespace
     assert get_data_home() == env_dir
 
     arg_dir = tmp_path / "from_arg"

@@ -71,7 +71,8 @@ def run(seeds=(0, 1, 2, 3, 4)):
             seconds = time.perf_counter() - start
             p = model.predict_proba(X_test)
             acc = float((model.classes_[p.argmax(axis=1)] == y_test).mean())
-            row = [acc, expected_calibration_error(y_test, p), categorical_nll(y_test, p), seconds]
+            row = [acc, expected_calibration_error(y_test, p, classes=model.classes_),
+                   categorical_nll(y_test, p, classes=model.classes_), seconds]
             scores.setdefault(name, []).append(row)
     return [(name, np.array(rows)) for name, rows in scores.items()]
 
