@@ -24,7 +24,9 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
     posterior and the predictive are exact Gaussians.  Precisions set to
     ``"auto"`` are chosen by maximising the exact marginal likelihood (type-II
     maximum likelihood, "evidence"), as :class:`sklearn.linear_model.BayesianRidge`
-    does with its fixed-point iterations.
+    does with its fixed-point iterations (the prior is on the standardised
+    weights, and integrating the intercept out gives a noise variance about
+    ``n / (n - 1)`` times ``BayesianRidge``'s on standardised features).
 
     Unlike ``BayesianRidge``, the predictive variance includes the intercept's
     posterior variance ``1/(n * noise_precision)``, and ``partial_fit`` updates the
@@ -149,19 +151,21 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
                 f"got {int(stats.n)}. Pass more data or a numeric noise_precision."
             )
         spec = lg.spectrum(stats)
-        rank, rss = lg.least_squares_fit(spec)
-        # Interpolation (rank n - 1 of the centred rows), or noise-free targets:
-        # rounding alone leaves rss ~1e-13 t when interpolating, and fits with a
-        # noise std down to 1e-6 of the target's (rss ~1e-13 t) are still fine.
-        exact = rank >= stats.n - 1 or rss <= 1e-14 * spec["t"]
-        if fixed[1] is None and spec["t"] > 0 and exact:
+        rank, rss = spec["rank"], spec["rss"]
+        auto_noise = fixed[1] is None and spec["t"] > 0
+        # Interpolation (rank n - 1 of the centred rows) leaves no residual to
+        # estimate the noise from; noise-free targets at a lower rank make the
+        # evidence grow without bound in the noise precision (rounding leaves
+        # rss ~1e-13 t there, and fits with a noise std down to 1e-6 of the
+        # target's, rss ~1e-12 t, are still fine).
+        interpolating = rank >= stats.n - 1
+        noise_free = not interpolating and rss <= 1e-14 * spec["t"]
+        if auto_noise and noise_free:
             warnings.warn(
-                "The inputs reproduce the centred targets exactly (as when n_features >= "
-                "n_samples - 1), so the evidence has no maximum in the noise precision: the "
-                "fitted noise level is the search bound, a standard deviation of about 3e-7 "
-                "of the targets' (far too small for noisy targets that the inputs "
-                "interpolate, too large for nearly noise-free ones), not an estimate; pass a "
-                "numeric noise_precision or more samples.",
+                "The inputs reproduce the centred targets exactly (noise-free targets), so "
+                "the evidence has no maximum in the noise precision: the fitted noise level "
+                "is the search bound, a standard deviation of about 3e-7 of the targets', "
+                "not an estimate; pass a numeric noise_precision if the targets are noisy.",
                 ConvergenceWarning,
                 stacklevel=4,
             )
@@ -170,7 +174,17 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
         # one is only reachable through partial_fit: y is scaled by the first
         # batch, so a later batch ~1e6 times wider puts the noise beyond it.
         at_bound = None
-        if fixed[1] is None and not exact and alpha >= lg.PRECISION_BOUND * (1.0 - 1e-9):
+        if auto_noise and interpolating:
+            bound = ", the search bound" if alpha >= lg.PRECISION_BOUND * (1.0 - 1e-9) else ""
+            warnings.warn(
+                "The inputs interpolate the centred targets (as when n_features >= "
+                "n_samples - 1): no residual is left to estimate the noise from, so the "
+                f"fitted noise precision ({alpha:.4g}{bound}) rests on the weights' prior "
+                "alone; pass a numeric noise_precision or more samples.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+        elif fixed[1] is None and not noise_free and alpha >= lg.PRECISION_BOUND * (1.0 - 1e-9):
             at_bound = (lg.PRECISION_BOUND, "may overstate the noise (targets within about "
                         "1e-6 of a linear fit); pass a numeric noise_precision.")
         elif fixed[1] is None and alpha <= (1.0 + 1e-9) / lg.PRECISION_BOUND:

@@ -45,7 +45,7 @@ def test_linear_regressor_on_gpu_matches_cpu_and_pickles_to_host():
     # Pickled state holds host arrays only; loading on a GPU machine moves the
     # device attributes back, so the reloaded model predicts and keeps learning.
     state = gpu.__getstate__()
-    assert type(state["stats_"].xx).__module__.split(".")[0] == "numpy"
+    assert type(state["stats_"].S).__module__.split(".")[0] == "numpy"
     reloaded = pickle.loads(pickle.dumps(gpu))
     np.testing.assert_allclose(reloaded.predict(X), cpu.predict(X), rtol=1e-8)
     reloaded.partial_fit(X[:10], y[:10])

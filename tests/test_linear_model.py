@@ -133,18 +133,40 @@ def test_failed_first_partial_fit_leaves_the_estimator_unfitted():
     np.testing.assert_allclose(reg.x_scaler_.mean_, X.mean(axis=0))
 
 
+def _direct_log_evidence(X, y, lam, alpha):
+    """log p(y) with a flat intercept, from the (n - 1)-dimensional Gaussian of
+    the targets projected orthogonally to the constant (lg.log_evidence is this
+    minus log(n) / 2, the flat prior's normalisation)."""
+    from scipy.linalg import null_space
+    from scipy.stats import multivariate_normal
+
+    Q = null_space(np.ones((1, len(y))))
+    cov = Q.T @ (X @ X.T / lam + np.eye(len(y)) / alpha) @ Q
+    return multivariate_normal(np.zeros(len(y) - 1), cov).logpdf(Q.T @ y) - 0.5 * np.log(len(y))
+
+
 @pytest.mark.parametrize("n, d", [(10, 12), (10, 9), (3, 5)])
 def test_exact_fit_warns_that_the_noise_level_is_not_identified(n, d):
-    # With n_features >= n_samples - 1 the centred inputs reproduce any target:
-    # the evidence keeps rising as the noise precision grows, and the fit stops
-    # at an arbitrary, far too small noise level (pure-noise targets of std 1
-    # gave a noise std of 6e-5).  A numeric noise_precision is fine.
+    # With n_features >= n_samples - 1 the centred inputs interpolate any
+    # target: no residual is left for the noise, which the evidence (bounded:
+    # its covariance tends to X X^T / lam) weighs against the prior alone.
+    # The warning says so (it used to claim, wrongly, that the evidence had no
+    # maximum).  A numeric noise_precision is fine.
     from sklearn.exceptions import ConvergenceWarning
 
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(n, d)), rng.normal(size=n)
-    with pytest.warns(ConvergenceWarning, match="no maximum in the noise precision"):
-        BayesianLinearRegressor().fit(X, y)
+    with pytest.warns(ConvergenceWarning, match="no residual is left to estimate the noise"):
+        reg = BayesianLinearRegressor().fit(X, y)
+    # the evidence is the exact one, and no grid point of the box beats it
+    Xs, ys = reg.x_scaler_.transform(X), (y - reg.y_scaler_.mean_[0]) / reg.y_scaler_.scale_[0]
+    lam, alpha = reg.prior_precision_, reg.noise_precision_
+    # (alpha is large here: the energy written as alpha t - alpha^2 sum(r'^2 /
+    # (lam + alpha e)) cancelled, an error of eps alpha t, 2e-5 at alpha 1e10)
+    assert reg.log_evidence_ == pytest.approx(_direct_log_evidence(Xs, ys, lam, alpha), rel=1e-9)
+    for a in np.exp(np.arange(-30.0, 31.0, 5.0)):
+        for b in np.exp(np.arange(-30.0, 31.0, 5.0)):
+            assert lg.log_evidence(reg.stats_, a, b) <= reg.log_evidence_ + 1e-9
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         BayesianLinearRegressor(noise_precision=1.0).fit(X, y)
@@ -162,6 +184,91 @@ def test_exact_fit_warns_that_the_noise_level_is_not_identified(n, d):
         fitted = BayesianLinearRegressor().fit(X3, y3)
     noise = np.sqrt(fitted.predict_dist(X3[:1]).aleatoric_var[0])  # original units
     assert 1e-6 < noise < 4e-6
+
+
+@pytest.mark.parametrize("case", ["fewer_rows", "one_hot", "collinear"])
+def test_null_directions_of_the_design_carry_no_evidence(case):
+    # Rounding left U^T r of 1e-14 to 1e-10 in the design's null directions
+    # (fewer rows than columns, a full one-hot encoding beside the intercept, a
+    # column the sum of two others), where it is exactly 0: the evidence then
+    # grew without bound towards lam -> 0, alpha -> inf, and the fit ended in
+    # that corner with weights of 1e11-1e14 (fewer rows: log evidence 4.9e9
+    # against the true -333; one-hot: an all-zero row predicted -6e14).
+    rng = np.random.default_rng({"fewer_rows": 4, "one_hot": 8, "collinear": 0}[case])
+    if case == "fewer_rows":
+        X = rng.normal(size=(20, 30))
+        y = X @ rng.normal(size=30) + rng.normal(size=20)
+    elif case == "one_hot":  # noise-free
+        cat = rng.integers(0, 4, size=200)
+        X = np.c_[np.eye(4)[cat], rng.normal(size=(200, 2))]
+        y = (10 * rng.normal(size=4))[cat] + X[:, 4:] @ [3.0, -2.0]
+    else:
+        X = rng.normal(size=(100, 3))
+        X = np.c_[X, X[:, 0] + X[:, 1]]
+        y = X[:, :3] @ [1.0, -1.0, 2.0] + 1e-4 * rng.normal(size=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (interpolation and noise-free fits warn)
+        reg = BayesianLinearRegressor().fit(X, y)
+    bound = np.exp(30.0) * (1 - 1e-9)
+    assert 1 / bound < reg.prior_precision_ < bound
+    assert np.max(np.abs(reg.coef_)) < 100
+    if case == "fewer_rows":
+        Xs = reg.x_scaler_.transform(X)
+        ys = (y - reg.y_scaler_.mean_[0]) / reg.y_scaler_.scale_[0]
+        direct = _direct_log_evidence(Xs, ys, reg.prior_precision_, reg.noise_precision_)
+        assert reg.log_evidence_ == pytest.approx(direct, rel=1e-8)
+    else:  # the fit holds on the data, and a small step off them moves it little
+        scale = {"one_hot": 1e-6, "collinear": 2e-4}[case]
+        assert np.sqrt(np.mean((y - reg.predict(X)) ** 2)) < scale
+        step = reg.predict(X + 1e-3) - reg.predict(X)
+        assert np.max(np.abs(step)) < 1e-3 * np.sum(np.abs(reg.coef_)) + scale
+
+
+def test_statistics_keep_their_precision_for_batches_far_from_the_first(rng):
+    # Raw sums lost it in S = sum x x^T - n x_mean x_mean^T: data 1e6
+    # standard deviations from the origin of the standardisation (as later
+    # partial_fit batches can be) left S with a relative error of about 1e-4
+    # (1.9e-4 in a reviewer's posterior mean).  Chan's merge of centred sums
+    # agrees with one centred pass to rounding.
+    X = rng.normal(size=(300, 3)) + 1e6
+    y = X @ [1.0, -2.0, 0.5] + 0.1 * rng.normal(size=300)
+    merged = (lg.LinearGaussianStats.from_data(X[:100], y[:100])
+              + lg.LinearGaussianStats.from_data(X[100:200], y[100:200])
+              + lg.LinearGaussianStats.from_data(X[200:], y[200:]))
+    whole = lg.LinearGaussianStats.from_data(X, y)
+    # (the inputs' own rounding bounds the agreement: an ulp of 1e6, 1.2e-10,
+    # in each of n = 300 centred values of size ~3 gives ~1e-7 in S, r, t)
+    for a, b in zip(merged.centred(), whole.centred()):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-7)
+    post_merged, post_whole = lg.posterior(merged, 1.0, 100.0), lg.posterior(whole, 1.0, 100.0)
+    for key in ("coef_mean", "coef_cov"):  # (the intercept cancels terms of 1e6 in any case)
+        np.testing.assert_allclose(post_merged[key], post_whole[key], rtol=1e-8)
+
+
+def test_a_model_pickled_with_raw_sums_still_loads():
+    # Statistics pickled before the centred layout (n, x_sum, y_sum, xx, xy, yy)
+    X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 1.0]])
+    y = np.array([0.5, 1.0, 2.5, 2.0])
+    old = lg.LinearGaussianStats.__new__(lg.LinearGaussianStats)
+    raw = dict(n=4.0, x_sum=X.sum(0), y_sum=y.sum(), xx=X.T @ X, xy=X.T @ y, yy=y @ y)
+    old.__setstate__(raw)
+    for a, b in zip(old.centred(), lg.LinearGaussianStats.from_data(X, y).centred()):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-14)
+
+
+def test_the_higher_of_two_evidence_maxima_is_found():
+    # Columns correlated 0.9999995: the evidence has an "all noise" maximum
+    # (R^2 7e-10, log evidence -1421) where the search from its usual start
+    # ended, beside the right one (R^2 0.9999, +3095).
+    rng = np.random.default_rng(5)
+    x1, z = rng.normal(size=1000), rng.normal(size=1000)
+    X = np.c_[x1, x1 + 1e-3 * z]
+    y = z + 0.01 * rng.normal(size=1000)
+    reg = BayesianLinearRegressor().fit(X, y)
+    assert reg.score(X, y) > 0.999
+    assert reg.log_evidence_ > 3000
+    grad = lg.log_evidence_grad(reg.stats_, reg.prior_precision_, reg.noise_precision_)
+    assert np.max(np.abs(grad)) < 1e-6
 
 
 def test_predictions_are_equivariant_to_target_units(rng):
