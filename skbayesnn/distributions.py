@@ -183,7 +183,8 @@ def _last_positive(weights):
 
 
 def _norm_logpdf(y, m, v):
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # (over: a z-score beyond ~1e154 squares to inf, log density -inf, as it should)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         s = np.sqrt(v)
         d = y - m
         # scipy gives NaN for scale 0; the point-mass limit replaces it

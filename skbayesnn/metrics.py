@@ -408,8 +408,8 @@ def _logpdf_values(y_true, y_dist):
 def _expected_abs_normal(mu, s):
     r"""``A(mu, s^2) = E|X|`` for ``X ~ N(mu, s^2)``: ``mu(2 Phi(mu/s) - 1) + 2 s phi(mu/s)``."""
     pos = s > 0
-    z = np.divide(mu, s, out=np.zeros_like(mu), where=pos)
-    with np.errstate(over="ignore"):  # z^2 = inf: phi(z) = 0, as it should
+    with np.errstate(over="ignore"):  # z or z^2 = inf: phi(z) = 0, as it should
+        z = np.divide(mu, s, out=np.zeros_like(mu), where=pos)
         # (s times a factor <= 0.8: no overflow for a finite s up to 1.8e308)
         val = mu * (2.0 * special.ndtr(z) - 1.0) + s * (2.0 * _INV_SQRT_2PI * np.exp(-0.5 * z * z))
     return np.where(pos, val, np.abs(mu))
@@ -524,12 +524,17 @@ def _crps_mixture_values(y, dist):
         sl = slice(start, min(start + chunk, n))
         m, v, ww = mu[sl], var[sl], w[sl]
         # differences of means near the float limit overflow: checked below
+        # (a zero-weight component adds nothing, however far or wide it is:
+        # 0 * inf would be NaN; hypot keeps sqrt(v_k + v_l) finite for
+        # variances near the float limit)
         with np.errstate(over="ignore", invalid="ignore"):
-            term1 = np.sum(ww * _expected_abs_normal(y[sl, None] - m, np.sqrt(v)), axis=1)
+            sd = np.sqrt(v)
+            term1 = np.sum(np.where(ww > 0, ww * _expected_abs_normal(y[sl, None] - m, sd), 0.0),
+                           axis=1)
             dmu = m[:, :, None] - m[:, None, :]
-            s = np.sqrt(v[:, :, None] + v[:, None, :])
-            pair = _expected_abs_normal(dmu, s)
-            term2 = np.einsum("nk,nkl,nl->n", ww, pair, ww)
+            pair = _expected_abs_normal(dmu, np.hypot(sd[:, :, None], sd[:, None, :]))
+            wkl = ww[:, :, None] * ww[:, None, :]
+            term2 = np.sum(np.where(wkl > 0, wkl * pair, 0.0), axis=(1, 2))
             out[sl] = term1 - 0.5 * term2
     if not np.all(np.isfinite(out)):
         raise ValueError(
@@ -772,6 +777,11 @@ def mean_interval_width(y_dist, confidence=0.95, *, sample_weight=None):
     lo, hi = interval(confidence)
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
+    if lo.ndim > 2:
+        raise ValueError(
+            "mean_interval_width: y_dist's batch shape must be (n_samples,) or (n_samples, "
+            f"n_outputs); its intervals have shape {lo.shape}."
+        )
     if lo.ndim == 2 and lo.shape[0] > 1 and lo.shape[1] > 1:  # several outputs: their mean
         return float(np.mean([interval_width(lo[:, j], hi[:, j], sample_weight=sample_weight)
                               for j in range(lo.shape[1])]))
@@ -844,6 +854,10 @@ def regression_calibration_error(y_true, y_dist, *, n_levels=19, sample_weight=N
     :math:`1-\alpha`.  Over-dispersed (too wide) predictives push the PIT values
     towards 1/2 and give :math:`\hat p_j < p_j` below the median and
     :math:`\hat p_j > p_j` above; under-dispersed the opposite.
+    Where a predictive has a point mass at :math:`y_i` (zero variance, or a
+    mixture component of zero variance) the indicator is replaced by its
+    expectation under the randomised PIT (Czado, Gneiting & Held 2009), so that
+    a perfect point forecast scores 0.
     The value lies in [0, 0.5].
 
     Parameters
@@ -872,7 +886,16 @@ def regression_calibration_error(y_true, y_dist, *, n_levels=19, sample_weight=N
     u = pit_values(y_true, y_dist)
     sw = _check_weights(sample_weight, u.shape[0])
     levels = np.arange(1, n_levels + 1) / (n_levels + 1)
-    below = u[:, None] <= levels[None, :]
+    # Where F jumps at y (a point mass; u = F(y) is then not uniform however
+    # calibrated the predictive) the randomised PIT F(y-) + U (F(y) - F(y-))
+    # is, and its chance of being <= p_j is this share (Czado, Gneiting & Held
+    # 2009); elsewhere the share is the indicator u <= p_j.  A perfect point
+    # forecast scored the worst error, 0.5.
+    u_left = pit_values(np.nextafter(_check_y(y_true), -np.inf), y_dist)
+    jump = (u - u_left)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.clip((levels[None, :] - u_left[:, None]) / jump, 0.0, 1.0)
+    below = np.where(jump > 0, share, u[:, None] <= levels[None, :])
     if sw is None:
         observed = below.mean(axis=0)
     else:
@@ -940,19 +963,29 @@ def _check_proba(y_true, y_proba, classes):
         if np.unique(classes).shape[0] != n_classes:
             raise ValueError("classes must not contain duplicates.")
     else:
-        uniq = np.unique(y)
+        try:
+            uniq = np.unique(y)
+        except TypeError:  # e.g. ints and strs mixed in an object array
+            raise ValueError("the labels in y_true are not comparable with each other; "
+                             "pass labels of one type.") from None
         if uniq.shape[0] == n_classes:
             classes = uniq
-        elif (
+        elif n_classes == 2 and (
             y.dtype.kind in "biu"
             or (y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)))
-        ) and np.all((y >= 0) & (y < n_classes)):
-            classes = np.arange(n_classes)
+        ) and np.all((y == 0) | (y == 1)):
+            # one label of a binary problem: the 0 / 1 convention of a 1-D
+            # probability of the positive class
+            classes = np.arange(2)
         else:
+            # Which columns the labels are is ambiguous (labels 1 and 2 of three
+            # columns may be classes [0, 1, 2] or [1, 2, 3]): guessing range(3)
+            # scored 1-based labels against shifted columns.  scikit-learn's
+            # log_loss refuses this too.
             raise ValueError(
                 f"y_proba has {n_classes} columns but y_true has {uniq.shape[0]} distinct "
-                f"labels {uniq[:10].tolist()} that are not all in range({n_classes}); pass "
-                "`classes` (the labels of the columns, e.g. the estimator's classes_)."
+                f"labels {uniq[:10].tolist()}, so which column is which class is ambiguous; "
+                "pass `classes` (the labels of the columns, e.g. the estimator's classes_)."
             )
     if y.dtype.kind == "f" and np.any(np.isnan(y)):
         raise ValueError("Input y_true contains NaN.")
@@ -1006,10 +1039,10 @@ def expected_calibration_error(
     n_bins : int >= 1, default=15
     classes : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_proba``.  When None: the sorted unique labels
-        of ``y_true`` if there are exactly ``n_classes`` of them (as scikit-learn
-        does), otherwise ``range(n_classes)`` if every label is an integer in it
-        (i.e. the sorted union of ``y_true`` and ``range(n_classes)``); anything
-        else raises ``ValueError``.  Pass the estimator's ``classes_`` to be safe.
+        of ``y_true``, which must be ``n_classes`` many (as scikit-learn's
+        ``log_loss`` requires), except that labels 0 and 1 of two columns are
+        classes ``[0, 1]`` even if one is missing; otherwise ``ValueError``.  Pass
+        the estimator's ``classes_`` to be safe.
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns

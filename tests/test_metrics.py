@@ -507,11 +507,23 @@ def test_ece_calibrated_small_overconfident_large(rng):
 
 
 def test_default_classes_rule():
-    # y_true misses class 1; integer labels inside range(3) -> classes = [0, 1, 2]
+    # Fewer distinct labels than columns is ambiguous, as in scikit-learn's
+    # log_loss: guessing range(3) scored 1-based labels 1, 2 of classes
+    # [1, 2, 3] against the wrong columns (NLL 3.00 for the right 0.105).
+    p3 = np.array([[0.9, 0.05, 0.05], [0.05, 0.9, 0.05], [0.05, 0.9, 0.05], [0.9, 0.05, 0.05]])
+    y1 = np.array([1, 2, 2, 1])
+    assert M.categorical_nll(y1, p3, classes=[1, 2, 3]) == pytest.approx(-math.log(0.9))
+    assert M.expected_calibration_error(y1, p3, classes=[1, 2, 3]) == pytest.approx(0.1)
     y = np.array([0, 2, 2, 0])
     p = ECE_P[:4]
     for fn in (M.brier_score, M.categorical_nll, M.expected_calibration_error):
-        assert fn(y, p) == pytest.approx(fn(y, p, classes=[0, 1, 2]), rel=1e-14)
+        for labels in (y, y1):
+            with pytest.raises(ValueError, match="ambiguous; pass `classes`"):
+                fn(labels, p)
+    # one label of a binary problem: the 0 / 1 convention of the positive class
+    pb = np.array([0.2, 0.4, 0.1])
+    assert M.categorical_nll([0, 0, 0], pb) == pytest.approx(
+        M.categorical_nll([0, 0, 0], pb, classes=[0, 1]), rel=1e-14)
     # as many distinct labels as columns: the sorted labels (scikit-learn's rule)
     assert M.categorical_nll(y * 10 + 5, p[:, [0, 2]] / p[:, [0, 2]].sum(1, keepdims=True)) == (
         pytest.approx(
@@ -527,10 +539,11 @@ def test_brier_score_hand_and_sklearn():
     y = np.array([0, 2, 2])
     # sum over classes: .09+.04+.01, .04+.25+.49, .01+.01+.04
     hand = (0.14 + 0.78 + 0.06) / 3
-    assert M.brier_score(y, p) == pytest.approx(hand, rel=1e-12)
-    assert M.brier_score(y, p, sample_weight=[1, 0, 1]) == pytest.approx(0.1, rel=1e-12)
+    c3 = dict(classes=[0, 1, 2])  # (class 1 has no example)
+    assert M.brier_score(y, p, **c3) == pytest.approx(hand, rel=1e-12)
+    assert M.brier_score(y, p, sample_weight=[1, 0, 1], **c3) == pytest.approx(0.1, rel=1e-12)
     # scikit-learn's multiclass Brier (>= 1.7) is the same, unscaled, sum over classes
-    assert M.brier_score(y, p) == pytest.approx(brier_score_loss(y, p, labels=[0, 1, 2]))
+    assert M.brier_score(y, p, **c3) == pytest.approx(brier_score_loss(y, p, labels=[0, 1, 2]))
     # binary: the customary mean (p_pos - y)^2, i.e. half of the two-class sum
     pb = np.array([0.9, 0.2, 0.6])
     yb = np.array([1, 0, 0])
@@ -546,12 +559,14 @@ def test_categorical_nll_hand_and_sklearn(rng):
     p = np.array([[0.7, 0.2, 0.1], [0.2, 0.5, 0.3], [0.1, 0.1, 0.8]])
     y = np.array([0, 2, 2])
     hand = -(math.log(0.7) + math.log(0.3) + math.log(0.8)) / 3
-    assert M.categorical_nll(y, p) == pytest.approx(hand, rel=1e-12)
+    c3 = dict(classes=[0, 1, 2])  # (class 1 has no example)
+    assert M.categorical_nll(y, p, **c3) == pytest.approx(hand, rel=1e-12)
     w = [2.0, 1.0, 0.0]
-    assert M.categorical_nll(y, p, sample_weight=w) == pytest.approx(
+    assert M.categorical_nll(y, p, sample_weight=w, **c3) == pytest.approx(
         -(2 * math.log(0.7) + math.log(0.3)) / 3, rel=1e-12
     )
-    assert M.categorical_nll(y, p) == pytest.approx(log_loss(y, p, labels=[0, 1, 2]), rel=1e-12)
+    assert M.categorical_nll(y, p, **c3) == pytest.approx(log_loss(y, p, labels=[0, 1, 2]),
+                                                          rel=1e-12)
     names = np.array(["c", "a", "b"])  # unsorted classes: columns follow `classes`
     assert M.categorical_nll(names[y], p, classes=names) == pytest.approx(hand, rel=1e-12)
     pb = rng.uniform(0.05, 0.95, size=30)
@@ -823,6 +838,8 @@ def test_bad_classification_input():
     y = ECE_Y[:4]
     with pytest.raises(ValueError, match="classes has 2 entries but y_proba has 3 columns"):
         M.brier_score(y, p, classes=[0, 1])
+    with pytest.raises(ValueError, match="not comparable with each other"):  # was a TypeError
+        M.categorical_nll(np.array([0, "b"], dtype=object), [[0.5, 0.5], [0.5, 0.5]])
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         M.categorical_nll(y, ECE_P)
     with pytest.raises(ValueError, match="1-D or 2-D"):
@@ -1050,10 +1067,11 @@ def test_ece_vote_fractions_stay_in_their_bins_with_three_classes():
     P = np.array([[2 / 6, 3 / 6, 1 / 6], [0.05, 0.9, 0.05]])
     assert P[0].sum() != 1.0
     expected = 0.5 * abs(1 - 0.5) + 0.5 * abs(0 - 0.9)
-    assert M.expected_calibration_error([1, 0], P, n_bins=2) == pytest.approx(expected, rel=1e-14)
+    assert M.expected_calibration_error([1, 0], P, n_bins=2, classes=[0, 1, 2]) == pytest.approx(
+        expected, rel=1e-14)
     off = np.array([[0.2, 0.3, 0.5 + 5e-7]])  # off by more than rounding: still renormalised
-    assert M.brier_score([2], off) == pytest.approx(
-        M.brier_score([2], off / off.sum()), rel=1e-14)
+    assert M.brier_score([2], off, classes=[0, 1, 2]) == pytest.approx(
+        M.brier_score([2], off / off.sum(), classes=[0, 1, 2]), rel=1e-14)
 
 
 def test_crps_at_huge_standard_deviations():
@@ -1076,3 +1094,55 @@ def test_coverage_error_scorer_does_not_let_outputs_cancel(rng):
     per_output = [abs(M.coverage(y[:, j], d[:, j]) - 0.95) for j in range(2)]
     assert M._abs_coverage_error(y, d) == pytest.approx(np.mean(per_output), rel=1e-14)
     assert abs(M.coverage(y, d) - 0.95) < 0.01 < 0.04 < M._abs_coverage_error(y, d)
+
+
+def test_far_tails_give_their_limits_without_floating_point_errors():
+    # A z-score whose square overflows has log density -inf and CRPS |y - m|;
+    # the overflow raised FloatingPointError under np.seterr(over="raise").
+    with np.errstate(over="raise", divide="raise", invalid="raise"):
+        assert NormalPredictive(0.0, 1.0).logpdf(1e200) == -np.inf
+        assert GaussianMixturePredictive([[0.0, 1.0]], 1.0).logpdf(1e200)[0] == -np.inf
+        assert M.nlpd([1e200], NormalPredictive(0.0, 1.0)) == np.inf
+        assert M.crps_gaussian([1.0], [0.0], [1e-320]) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_calibration_error_of_point_masses_uses_the_randomised_pit(rng):
+    # u = F(y) is 1 for a point mass at y, so a perfect point forecast scored
+    # the worst error, 0.5.  With the randomised PIT's share at a jump it is 0,
+    # and a calibrated predictive with atoms scores near 0 (DKW bound).
+    y = np.arange(10.0)
+    assert M.regression_calibration_error(y, NormalPredictive(y, 0.0)) == pytest.approx(
+        0.0, abs=1e-15)
+    n = 4000
+    atoms = np.array([-1.0, 0.0, 2.0])
+    probs = np.array([0.2, 0.5, 0.3])
+    draws = atoms[rng.choice(3, size=n, p=probs)]
+    calibrated = GaussianMixturePredictive(np.tile(atoms, (n, 1)), 0.0, probs)
+    assert M.regression_calibration_error(draws, calibrated) < np.sqrt(np.log(2 / 1e-3) / (2 * n))
+    wrong = GaussianMixturePredictive(np.tile(atoms, (n, 1)), 0.0, probs[::-1])
+    assert M.regression_calibration_error(draws, wrong) > 0.05
+    # continuous predictives: the indicator of u <= p_j, as before
+    z = rng.normal(size=n)
+    d = NormalPredictive(np.zeros(n), 4.0)
+    levels = np.arange(1, 20) / 20
+    direct = np.mean(np.abs((M.pit_values(z, d)[:, None] <= levels).mean(axis=0) - levels))
+    assert M.regression_calibration_error(z, d) == pytest.approx(direct, rel=1e-14)
+
+
+def test_crps_of_mixtures_with_huge_or_zero_weight_components():
+    # v_k + v_l overflowed for variances near the float limit, and a far
+    # component of weight 0 gave 0 * inf = NaN: valid mixtures that nlpd and
+    # the single Gaussian handle were refused.
+    huge = M.crps([0.0], NormalPredictive([0.0], [1e308]))
+    assert np.isfinite(huge)
+    assert M.crps([0.0], GaussianMixturePredictive([[0.0]], [[1e308]])) == pytest.approx(
+        huge, rel=1e-14)
+    far = GaussianMixturePredictive([[-1e308, 0.0, 1e308]], 1.0, [0.0, 1.0, 0.0])
+    assert M.crps([0.0], far) == pytest.approx(M.crps([0.0], NormalPredictive([0.0], [1.0])),
+                                               rel=1e-14)
+
+
+def test_mean_interval_width_refuses_more_than_two_batch_dimensions():
+    # (they were flattened into samples without a word)
+    with pytest.raises(ValueError, match="batch shape"):
+        M.mean_interval_width(NormalPredictive(np.zeros((2, 2, 2)), 1.0))
