@@ -60,8 +60,9 @@ class VBNNRegressor(BaseBayesianRegressor):
     max_iter : int, default=200
         CAVI iterations, or SVI epochs (passes over the data).  200 is the
         authors' cap; on small data sets CAVI is often still raising the ELBO
-        slowly there (a relative change near 1e-4 on the diabetes data and in
-        the example), and a ``ConvergenceWarning`` says so.
+        slowly there (a relative change per iteration of about 5e-4 to 2e-3 on
+        the diabetes data and in the example), and a ``ConvergenceWarning``
+        says so.
     tol : float, default=1e-5
         Convergence when the relative ELBO change stays below ``tol`` for
         ``n_iter_no_change`` consecutive iterations (vbnn.md §5.1).

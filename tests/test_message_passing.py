@@ -80,13 +80,21 @@ def test_partial_fit_keeps_one_undamped_online_slot(rng):
     for (t0, r0), (t1, r1) in zip(before, st.post_w):
         np.testing.assert_allclose(t1, t0, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(r1, r0, rtol=1e-10)
-    # after fit, the online data get one slot beside fit's four
+    # fit's four batches end as one slot (nothing revisits them), the online
+    # data get one beside it, and the posterior is prior x both slots
     model = MessagePassingRegressor((8,), batch_size=50, max_epochs=2, random_state=0)
     model.fit(X[:200], y[:200])
+    assert model.state_.n_slots == 1
     for k in range(200, 300, 20):
         model.partial_fit(X[k : k + 20], y[k : k + 20])
-    assert model.state_.n_slots == 5 and model.state_.online_slot == 4
+    assert model.state_.n_slots == 2 and model.state_.online_slot == 1
     assert model.n_iter_ == 7
+    st = model.state_
+    before = [(t.copy(), r.copy()) for t, r in st.post_w + st.post_b]
+    network.recompute_posterior(st)
+    for (t0, r0), (t1, r1) in zip(before, st.post_w + st.post_b):
+        np.testing.assert_allclose(t1, t0, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(r1, r0, rtol=1e-10)
 
 
 def test_argmax_classifier_learns_ten_classes_with_two_hidden_layers():
@@ -426,6 +434,16 @@ def test_memory_formula_is_the_arrays_held_during_a_visit(rng, monkeypatch, memo
     reg = MessagePassingRegressor((16, 8), max_epochs=2, batch_size=32, memory=memory,
                                   random_state=0).fit(X, y)
     assert max(peak) == reg.memory_bytes(n_rows)
+    # fit's batches end as one slot; a partial_fit call holds it, the slot of
+    # the online data and its own batches (the second call: the first one
+    # creates the online slot)
+    assert reg.state_.n_slots == 1
+    n_params = sum(t.size for t, _ in reg.state_.prior_w + reg.state_.prior_b)
+    for _ in range(2):
+        peak.clear()
+        reg.partial_fit(X, y)
+    assert reg.state_.n_slots == 2
+    assert max(peak) == reg.memory_bytes(n_rows) + 32 * n_params
     with pytest.raises(ValueError, match="n_samples"):
         reg.memory_bytes(0)
     with pytest.raises(TypeError, match="n_samples"):
@@ -496,3 +514,77 @@ def test_iteration_schedule_as_a_sequence(rng):
                        ([1.5], r"n_iter_per_batch\[0\] must be a positive int")):
         with pytest.raises(ValueError, match=match):
             MessagePassingRegressor(n_iter_per_batch=bad, **kw).fit(X, y)
+
+
+@pytest.mark.parametrize("Estimator", [MessagePassingRegressor, MessagePassingClassifier])
+def test_warm_start_continues_the_fit_as_one_longer_fit(rng, monkeypatch, Estimator):
+    # Each warm fit runs max_epochs more epochs over the first fit's batches,
+    # dividing their old messages out: the same data counted once, the epoch
+    # count (damping, iteration schedule) and the random stream continued, so
+    # 2 + 1 + 1 warm epochs are bitwise one fit of 4.
+    X = rng.normal(size=(300, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    if Estimator is MessagePassingClassifier:
+        y = np.where(X[:, 0] + X[:, 1] > 0, "yes", "no")
+    kw = dict(hidden_layer_sizes=(8,), batch_size=50, random_state=0,
+              n_iter_per_batch=lambda e: 1 + e % 2)
+    once = Estimator(max_epochs=4, warm_start=True, **kw).fit(X, y)
+    assert once.state_.n_slots == 6  # kept for a warm start
+    warm = Estimator(max_epochs=2, warm_start=True, **kw).fit(X, y)
+    warm.set_params(max_epochs=1).fit(X, y)
+    # a failed warm fit leaves the model (and its random stream) as it was
+    real = network.run_epoch
+    calls = []
+
+    def fail_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("stop")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(network, "run_epoch", fail_second)
+    before = warm.predict(X)
+    with pytest.raises(RuntimeError):
+        warm.set_params(max_epochs=2).fit(X, y)
+    assert warm.n_iter_ == 3 and np.array_equal(warm.predict(X), before)
+    monkeypatch.setattr(network, "run_epoch", real)
+    warm.set_params(max_epochs=1).fit(X, y)
+    assert warm.n_iter_ == once.n_iter_ == 4
+    for a, b in zip(warm.state_.post_w + warm.state_.post_b,
+                    once.state_.post_w + once.state_.post_b):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    # without warm_start fit's batches end as one slot, with the same posterior
+    plain = Estimator(max_epochs=4, **kw).fit(X, y)
+    assert plain.state_.n_slots == 1
+    np.testing.assert_array_equal(plain.predict(X), once.predict(X))
+
+
+def test_warm_start_refuses_what_it_cannot_continue(rng):
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=200)
+    kw = dict(hidden_layer_sizes=(8,), batch_size=50, max_epochs=1, random_state=0)
+    reg = MessagePassingRegressor(warm_start=True, **kw).fit(X, y)
+    for bad_X, bad_y, params in ((X[::-1], y[::-1], {}),  # the rows in another order
+                                 (X, y + 1.0, {}),  # other targets
+                                 (X, y, {"batch_size": 40})):
+        with pytest.raises(ValueError, match="continues the first fit on its own data"):
+            reg.set_params(**params).fit(bad_X, bad_y)
+        reg.set_params(batch_size=50)
+    with pytest.raises(ValueError, match=r"warm_start continues the fitted model \(hidden"):
+        reg.set_params(hidden_layer_sizes=(9,)).fit(X, y)
+    reg.set_params(hidden_layer_sizes=(8,))
+    # partial_fit data go to their own slot, which a warm fit leaves alone
+    reg.partial_fit(X[:30], y[:30])
+    online = [(t.copy(), r.copy()) for t, r in
+              (layer[reg.state_.online_slot] for layer in reg.state_.slots_w)]
+    reg.fit(X, y)
+    assert reg.state_.n_slots == 5 and reg.n_iter_ == 3
+    for (t0, r0), layer in zip(online, reg.state_.slots_w):
+        np.testing.assert_array_equal(layer[reg.state_.online_slot][0], t0)
+        np.testing.assert_array_equal(layer[reg.state_.online_slot][1], r0)
+    # a fit that folded its batches, or partial_fit alone, cannot be continued
+    for model in (MessagePassingRegressor(**kw).fit(X, y),
+                  MessagePassingRegressor(**kw).partial_fit(X, y)):
+        with pytest.raises(ValueError, match="folded them"):
+            model.set_params(warm_start=True).fit(X, y)

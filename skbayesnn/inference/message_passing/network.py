@@ -132,6 +132,12 @@ class MPState:
     #: The slot that holds every ``partial_fit`` batch since the last ``fit``
     #: (:func:`fold_slots`); None before the first.
     online_slot: int | None = None
+    #: A fit that keeps its batches for a warm start: the row order that cut
+    #: its data into slots ``0..B-1``, the batch size and a hash of the
+    #: (standardised) data; None otherwise.
+    fit_order: object = None
+    fit_batch_size: int | None = None
+    fit_data_hash: str | None = None
 
     @property
     def xp(self):
