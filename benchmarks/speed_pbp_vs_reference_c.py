@@ -144,7 +144,7 @@ def main():
     parser.add_argument("--reference-path", default="~/peers/pbp_c")
     args = parser.parse_args()
     args.data_home = data_home(parser, args)
-    dataset_names(parser, args, args.data_home)  # all checked before any run
+    args.datasets = dataset_names(parser, args, args.data_home)  # all checked before any run
     ref = import_reference(args.reference_path)
     print(f"ours: skbayesnn {skbayesnn.__version__} from {Path(skbayesnn.__file__).parent}")
     print(f"reference: {Path(ref.__file__).parent}")

@@ -78,7 +78,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     args.data_home = data_home(parser, args)
-    dataset_names(parser, args, args.data_home)  # all checked before any run
+    args.datasets = dataset_names(parser, args, args.data_home)  # all checked before any run
     cols = f"{'ours s':>9}{'pytagi s':>10}{'ratio':>8}{'ours RMSE':>11}{'pytagi RMSE':>13}"
     print(f"{'dataset':<16}{cols}")
     d = load_uci(args.datasets[0], args.split, data_home=args.data_home)

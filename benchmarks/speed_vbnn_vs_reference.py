@@ -167,7 +167,7 @@ def main():
     parser.add_argument("--reference-only", action="store_true")
     args = parser.parse_args()
     args.data_home = data_home(parser, args)
-    dataset_names(parser, args, args.data_home)  # all checked before any run
+    args.datasets = dataset_names(parser, args, args.data_home)  # all checked before any run
 
     ref = import_reference(args.reference_dir)
     ref_kw = {}

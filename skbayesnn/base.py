@@ -86,6 +86,23 @@ _CONSTANT_ULPS = 64
 #: target's scale multiplies, so there a tiny scale is harmless).  4096 ulps
 #: are ~1e-12 of the size: 1e9 + U(0, 1) (4.5e6 ulps) is still scaled.
 _X_CONSTANT_ULPS = 4096
+#: A first ``partial_fit`` batch of fewer rows gets a warning: its standard
+#: deviations, which fix the scaling for good, are then rough (20 rows: a
+#: relative standard error of about 16%).
+_FEW_SCALING_ROWS = 20
+
+
+def _warn_few_scaling_rows(n):
+    if n < _FEW_SCALING_ROWS:
+        warnings.warn(
+            f"The first partial_fit batch has {n} row(s), and its statistics fix the "
+            "standardisation of the inputs (and of y for a regressor) for every later batch, "
+            "so the noise and prior parameters stated in standardised units act on a scale "
+            "estimated from these rows alone.  Pass a first batch of at least "
+            f"{_FEW_SCALING_ROWS} representative rows.",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def fit_input_scaler(X, max_abs_z=None):
@@ -705,11 +722,11 @@ class PartialFitMixin:
     (later batches are scaled the same way, since an online model cannot be
     re-standardised), creates the random generator and calls ``_init_online``;
     every call then passes its standardised batch to ``_partial_fit_scaled``.
-    Make the first batch representative: with one row the target's scale is 1
-    and hyperparameters stated "in standardised units" then act in its own
-    units; a feature constant in the first batch is ignored until a batch
-    varies it, which then sets its scale.  A first call that fails leaves the
-    estimator unfitted.
+    Make the first batch representative (fewer than 20 rows warn): with one
+    row the target's scale is 1 and hyperparameters stated "in standardised
+    units" then act in its own units; a feature constant in the first batch is
+    ignored until a batch varies it, which then sets its scale.  A first call
+    that fails leaves the estimator unfitted.
     """
 
     def _init_online(self, n_features, n_outputs, xp, rng):
@@ -733,6 +750,7 @@ class PartialFitMixin:
         try:
             X, Y = self._validate_training_data(X, y, reset=first, min_samples=1)
             if first:
+                _warn_few_scaling_rows(X.shape[0])
                 xp = self._start(X)
                 self.y_scaler_ = _fit_target_scaler(Y)
                 self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
@@ -856,6 +874,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                 if classes is None:
                     raise ValueError("classes must be passed on the first call to partial_fit.")
                 self._set_classes(classes, "classes")
+                _warn_few_scaling_rows(X.shape[0])
                 xp = self._start(X)
                 self._init_online(X.shape[1], len(self.classes_), xp, self._rng)
             else:

@@ -26,7 +26,9 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
     maximum likelihood, "evidence"), as :class:`sklearn.linear_model.BayesianRidge`
     does with its fixed-point iterations (the prior is on the standardised
     weights, and integrating the intercept out gives a noise variance about
-    ``n / (n - 1)`` times ``BayesianRidge``'s on standardised features).
+    ``(n - g) / (n - 1 - g)`` times ``BayesianRidge``'s on standardised
+    features, ``g`` the effective number of parameters: ``n / (n - 1)`` for
+    ``g`` far below ``n``).
 
     Unlike ``BayesianRidge``, the predictive variance includes the intercept's
     posterior variance ``1/(n * noise_precision)``, and ``partial_fit`` updates the

@@ -36,7 +36,9 @@ __all__ = ["MessagePassingRegressor", "MessagePassingClassifier"]
 def _data_hash(X, T):
     """Hash of standardised training data and targets (a warm start checks
     that it continues the first fit's data)."""
-    return joblib.hash([asnumpy(X), asnumpy(T)])
+    # (contiguous: joblib's hash includes the strides, and the same values
+    # from a DataFrame or a Fortran-ordered array must match)
+    return joblib.hash([np.ascontiguousarray(asnumpy(a)) for a in (X, T)])
 
 
 class _MessagePassingMixin:
@@ -212,7 +214,8 @@ class _MessagePassingMixin:
                 f"{type(self).__name__}.fit with warm_start=True continues a fit made with "
                 "warm_start=True, which keeps its batches' messages; this model's fit folded "
                 "them (warm_start was False), or it was trained by partial_fit alone.  Fit "
-                "it again with warm_start=True, or use partial_fit to add data."
+                "a new model with warm_start=True (sklearn.base.clone(model).fit(X, y)), or "
+                "use partial_fit to add data."
             )
         if self.batch_size != st.fit_batch_size or _data_hash(X, T) != st.fit_data_hash:
             raise ValueError(
@@ -265,10 +268,10 @@ class _MessagePassingMixin:
         ``"per_batch"`` (message_passing.md §11; the terms are listed in
         :mod:`skbayesnn.inference.message_passing.network`).
         With one iteration per visit (``n_iter_per_batch`` 1 in every epoch of
-        ``fit``) no example's message is divided out again, so
-        ``"per_example"`` needs only the ``"per_batch"`` storage, and the
-        formula is that one (``partial_fit`` takes epoch 1's iterations only,
-        so for it the formula may overstate).
+        ``fit``, with ``warm_start`` of the next warm fit too) no example's
+        message is divided out again, so ``"per_example"`` needs only the
+        ``"per_batch"`` storage, and the formula is that one (``partial_fit``
+        takes epoch 1's iterations only, so for it the formula may overstate).
         ``fit`` ends with its batches folded into one slot (without
         ``warm_start``; with it the ``B`` slots stay), and ``partial_fit``
         keeps all its calls' data in one more: a ``partial_fit`` call of
@@ -285,12 +288,14 @@ class _MessagePassingMixin:
         # the epochs whose schedule can differ: all for a callable, a
         # sequence's entries (its last one is repeated), one for an int
         schedule = self.n_iter_per_batch
+        # (a warm fit continues the epochs: those of the next one count too)
+        last = self.max_epochs + (self.n_iter_ if self.warm_start else 0)
         if callable(schedule):
-            n_distinct = self.max_epochs
+            n_distinct = last
         elif isinstance(schedule, Integral):
             n_distinct = 1
         else:
-            n_distinct = min(self.max_epochs, max(len(schedule), 1))
+            n_distinct = min(last, max(len(schedule), 1))
         if all(self._n_iter(e) == 1 for e in range(1, n_distinct + 1)):
             memory = "per_batch"  # one iteration per visit stores no per-example messages
         return network.memory_bytes(sizes, n_batches, min(self.batch_size, n_samples), memory)
@@ -361,7 +366,8 @@ _TRAINING_DOC = """    prior_var : float, array-like of float or None, default=N
         data counted once, as in one longer fit: the same result for the same
         ``random_state``).  It costs ``16 P`` bytes per batch (``P`` weights
         and biases) after the fit, where otherwise fit's batches are folded
-        into one message (nothing revisits them).  Other data go to
+        into one message (nothing revisits them), and a warm fit holds a copy
+        of them besides, to restore the model if it fails.  Other data go to
         ``partial_fit``; a changed network or other data raise a ValueError.
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU

@@ -891,11 +891,16 @@ def regression_calibration_error(y_true, y_dist, *, n_levels=19, sample_weight=N
     # is, and its chance of being <= p_j is this share (Czado, Gneiting & Held
     # 2009); elsewhere the share is the indicator u <= p_j.  A perfect point
     # forecast scored the worst error, 0.5.
-    u_left = pit_values(np.nextafter(_check_y(y_true), -np.inf), y_dist)
+    y = _check_y(y_true)
+    u_left = pit_values(np.nextafter(y, -np.inf), y_dist)
+    u_right = pit_values(np.nextafter(y, np.inf), y_dist)
     jump = (u - u_left)[:, None]
+    # (a step to the next float that the step beyond it matches is a density
+    # narrower than the floats' spacing, not a point mass)
+    atom = (jump > 0) & ((u_right - u)[:, None] <= 1e-3 * jump)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.clip((levels[None, :] - u_left[:, None]) / jump, 0.0, 1.0)
-    below = np.where(jump > 0, share, u[:, None] <= levels[None, :])
+    below = np.where(atom, share, u[:, None] <= levels[None, :])
     if sw is None:
         observed = below.mean(axis=0)
     else:
@@ -970,12 +975,14 @@ def _check_proba(y_true, y_proba, classes):
                              "pass labels of one type.") from None
         if uniq.shape[0] == n_classes:
             classes = uniq
-        elif n_classes == 2 and (
+        elif binary_1d and (
             y.dtype.kind in "biu"
             or (y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)))
         ) and np.all((y == 0) | (y == 1)):
-            # one label of a binary problem: the 0 / 1 convention of a 1-D
-            # probability of the positive class
+            # one label, with a 1-D probability of the positive class: the
+            # 0 / 1 convention of such probabilities (two columns are as
+            # ambiguous as more: labels 1 of classes [1, 2] were scored
+            # against the column of a class 0)
             classes = np.arange(2)
         else:
             # Which columns the labels are is ambiguous (labels 1 and 2 of three
@@ -1040,9 +1047,9 @@ def expected_calibration_error(
     classes : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_proba``.  When None: the sorted unique labels
         of ``y_true``, which must be ``n_classes`` many (as scikit-learn's
-        ``log_loss`` requires), except that labels 0 and 1 of two columns are
-        classes ``[0, 1]`` even if one is missing; otherwise ``ValueError``.  Pass
-        the estimator's ``classes_`` to be safe.
+        ``log_loss`` requires), except that with a 1-D ``y_proba`` labels 0 and
+        1 are classes ``[0, 1]`` even if one is missing; otherwise
+        ``ValueError``.  Pass the estimator's ``classes_`` to be safe.
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns

@@ -1082,3 +1082,20 @@ def test_the_device_is_compared_as_it_takes_effect(rng, monkeypatch):
     with pytest.warns(RuntimeWarning, match="no GPU is available"):
         reg.partial_fit(X, y)
     assert reg.stats_.n == 120
+
+
+@pytest.mark.parametrize("make", [lambda: TAGIRegressor((4,), random_state=0),
+                                  lambda: MessagePassingClassifier((4,), random_state=0)])
+def test_a_small_first_partial_fit_batch_warns_that_it_fixes_the_scaling(rng, make):
+    # A reviewer's TAGI stream of y ~ 1000 z + 5000 (noise sd 300) predicted a
+    # median sd of 0.4, 187 or 560 as the first batch had 1, 2 or 20 rows:
+    # their spread is the scale of sigma_v and the priors for good.
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int) if is_classifier(make()) else 1000 * X[:, 0] + 5000
+    extra = {"classes": [0, 1]} if is_classifier(make()) else {}
+    with pytest.warns(UserWarning, match="first partial_fit batch has 2 row"):
+        make().partial_fit(X[:2], y[:2], **extra)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = make().partial_fit(X[:20], y[:20], **extra)
+        model.partial_fit(X[20:22], y[20:22])  # later batches fix nothing

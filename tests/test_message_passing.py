@@ -583,8 +583,20 @@ def test_warm_start_refuses_what_it_cannot_continue(rng):
     for (t0, r0), layer in zip(online, reg.state_.slots_w):
         np.testing.assert_array_equal(layer[reg.state_.online_slot][0], t0)
         np.testing.assert_array_equal(layer[reg.state_.online_slot][1], r0)
+    # the same values in another layout are the same data
+    import pandas as pd
+
+    before = reg.n_iter_
+    reg.fit(pd.DataFrame(np.asfortranarray(X)), pd.Series(y))
+    assert reg.n_iter_ == before + 1
     # a fit that folded its batches, or partial_fit alone, cannot be continued
     for model in (MessagePassingRegressor(**kw).fit(X, y),
                   MessagePassingRegressor(**kw).partial_fit(X, y)):
-        with pytest.raises(ValueError, match="folded them"):
+        with pytest.raises(ValueError, match=r"folded them.*clone\(model\)"):
             model.set_params(warm_start=True).fit(X, y)
+        assert clone(model).fit(X, y).state_.n_slots == 4  # the remedy it names works
+    # memory_bytes counts the iterations of the next warm fit's epochs
+    reg = MessagePassingRegressor(warm_start=True, **{**kw, "max_epochs": 2})
+    reg.set_params(n_iter_per_batch=[1, 1, 3]).fit(X, y)
+    assert reg.memory_bytes(200) > clone(reg).set_params(warm_start=False).fit(
+        X, y).memory_bytes(200)

@@ -912,7 +912,7 @@ def run_epoch(
         ``log_z`` (the sum of the points' ``log Z`` before their updates).
     """
     arrays = list(state.means) + list(state.variances) + [X, y]
-    if batch_size == 1 and all(type(a) is np.ndarray for a in arrays):
+    if batch_size == 1 and all(type(a) in (np.ndarray, np.memmap) for a in arrays):
         means = tuple(np.array(m, dtype=np.float64) for m in state.means)
         variances = tuple(np.array(v, dtype=np.float64) for v in state.variances)
         a_g, b_g, n_rejected, n_noise, log_z = pbp_kernel.run_epoch_kernel(
