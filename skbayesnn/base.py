@@ -582,6 +582,10 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         Updates rebind attributes, so a shallow copy is a snapshot; ``copies``
         gives copies of those that an update changes in place."""
         before = {**self.__dict__, **copies}
+        if "_rng" in self.__dict__ and "_rng" not in copies:
+            # (the generator advances in place: a refused update that shuffled
+            # had moved the model's random stream on)
+            before["_rng"] = copy.deepcopy(self._rng)
 
         def restore():
             self.__dict__.clear()

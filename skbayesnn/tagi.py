@@ -5,16 +5,18 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.model_selection import train_test_split
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .base import (
     MAX_SCALE,
+    MIN_SCALE,
     BaseBayesianClassifier,
     BaseBayesianRegressor,
     PartialFitMixin,
     check_hidden_layer_sizes,
 )
-from ._backend import to_device
+from ._backend import asnumpy, to_device
 from .core.activations import ACTIVATIONS
 from .inference import tagi
 
@@ -22,7 +24,7 @@ from .inference import tagi
 _TAGI_CONSTRAINTS = {
     "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
     "activation": [StrOptions(set(ACTIVATIONS) - {"identity"})],
-    "sigma_v": [Interval(Real, 0, MAX_SCALE, closed="right")],
+    "sigma_v": [Interval(Real, MIN_SCALE, MAX_SCALE, closed="both")],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
     "max_epochs": [Interval(Integral, 1, None, closed="left")],
     "gain_w": [Interval(Real, 0, None, closed="neither")],
@@ -74,15 +76,19 @@ class _TAGIMixin:
     def _noise_var(self, sigma_v, xp):
         """``sigma_v ** 2``: a float, or (the regressor) one per output, in
         namespace ``xp`` (CuPy refuses host operands)."""
-        if np.ndim(sigma_v) == 0:
-            return float(sigma_v) ** 2
         s = np.asarray(sigma_v, dtype=np.float64)
-        if s.shape != (self.n_outputs_,) or not np.all((s > 0.0) & (s <= MAX_SCALE)):
+        # (a 0-d array passes the parameter check as array-like: -0.3 had been
+        # used as 0.3, 0 as a noise-free predictive; a square that underflows
+        # is 0 too)
+        # (the classifier's is a float; it has no n_outputs_)
+        if s.shape not in ((), (getattr(self, "n_outputs_", 1),)) or not np.all(
+                (s >= MIN_SCALE) & (s <= MAX_SCALE)):
             raise ValueError(
-                f"sigma_v must be a float or one value per output ({self.n_outputs_} here), "
-                f"each in (0, {MAX_SCALE:g}]; got {sigma_v!r}."
+                "sigma_v must be a float or one value per output "
+                f"({getattr(self, 'n_outputs_', 1)} here), "
+                f"each in [{MIN_SCALE:g}, {MAX_SCALE:g}]; got {sigma_v!r}."
             )
-        return to_device(s**2, xp)
+        return float(s) ** 2 if s.ndim == 0 else to_device(s**2, xp)
 
     def _epochs(self, n, rng):
         """Yield ``(epoch, order)`` for ``max_epochs`` passes, recording ``n_iter_``."""
@@ -91,25 +97,41 @@ class _TAGIMixin:
             self.n_iter_ = epoch + 1
             yield epoch, order
 
-    def _train(self, X, Y, xp, rng, *, obs_mask=None, validation_score):
+    def _train(self, X, Y, xp, rng, *, obs_mask=None, validation_score, strata=None):
         """Run the epochs of ``fit``, with early stopping if asked (tagi.md §6).
 
         ``validation_score(rows)`` scores the current posterior on the given
-        rows of ``X`` (higher is better).
+        rows of ``X`` (higher is better).  ``strata`` (the classifier's class
+        indices) stratify the validation split where every class has two rows
+        or more and the split can hold one of each, as ``MLPClassifier``'s.
         """
         self.validation_scores_ = []
         self.validation_indices_ = np.array([], dtype=np.intp)
         train = np.arange(X.shape[0])
         if self.early_stopping:
-            perm = rng.permutation(X.shape[0])
             n_val = max(1, int(round(self.validation_fraction * X.shape[0])))
             if n_val >= X.shape[0]:
                 raise ValueError(
                     f"validation_fraction={self.validation_fraction} leaves no training rows "
                     f"out of {X.shape[0]}."
                 )
+            perm = None
+            if strata is not None:
+                # (unstratified, a rare class could be held out whole: a
+                # classifier never trained on it, or scored without it)
+                seed = int(rng.integers(2**32))
+                try:
+                    rest, held = train_test_split(np.arange(X.shape[0]), test_size=n_val,
+                                                  stratify=strata, random_state=seed)
+                    perm = np.concatenate([held, rest])
+                except ValueError:  # a class of one row, or more classes than either part
+                    pass
+            if perm is None:
+                perm = rng.permutation(X.shape[0])
             self.validation_indices_ = np.sort(perm[:n_val])
-            val, train = xp.asarray(perm[:n_val]), perm[n_val:]
+            # (shuffle=False keeps the rows' order: it matters to TAGI)
+            train = perm[n_val:] if self.shuffle else np.sort(perm[n_val:])
+            val = xp.asarray(perm[:n_val])
             best_score, best = -np.inf, None
         for epoch, order in self._epochs(len(train), rng):
             try:
@@ -199,8 +221,9 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     hidden_layer_sizes : int or tuple of int, default=(50,)
         Units of each hidden layer.
     activation : {"relu", "leaky_relu", "tanh", "sigmoid", "softplus"}, default="relu"
-        Hidden activation (linearised at the mean, tagi.md §3.2).
-    sigma_v : float > 0 or array-like of shape (n_outputs,), default=0.3
+        Hidden activation (linearised at the mean, tagi.md §3.2);
+        ``"leaky_relu"`` has slope 0.01 for negative inputs.
+    sigma_v : float in [1e-150, 1e150] or array-like of shape (n_outputs,), default=0.3
         Standard deviation of the observation noise, in units of the
         standardised target (the paper's UCI values range from 0.07 to 0.74;
         tune it with ``GridSearchCV`` and an NLPD scorer); one per output
@@ -218,7 +241,11 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         Passes over the training data in ``fit``.
     gain_w : float > 0, default=0.25
         Gain of the prior weight variance, ``gain_w / n_in`` with the default
-        ``init`` (tagi.md §7: 0.25 in the UCI runs).
+        ``init`` (tagi.md §7: 0.25 in the UCI runs).  It is not a "vague
+        prior" knob: TAGI linearises each unit at its mean, which a wide prior
+        makes a poor approximation, and the fit degrades with no warning (a
+        reviewer's sine: test R^2 0.96 at 0.25, -7.6 at 100).  Search it over
+        values near 1 or below.
     gain_b : float > 0, default=0.01
         Prior bias variance.
     init : {"he", "xavier"}, default="he"
@@ -298,7 +325,7 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         **BaseBayesianRegressor._parameter_constraints,
         **_TAGI_CONSTRAINTS,
         **_EARLY_STOPPING_CONSTRAINTS,
-        "sigma_v": [Interval(Real, 0, MAX_SCALE, closed="right"), "array-like"],
+        "sigma_v": [Interval(Real, MIN_SCALE, MAX_SCALE, closed="both"), "array-like"],
     }
 
     _supports_multi_output = True
@@ -382,7 +409,9 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     ----------
     hidden_layer_sizes : int or tuple of int, default=(100, 100)
     activation : {"relu", "leaky_relu", "tanh", "sigmoid", "softplus"}, default="relu"
-    sigma_v : float > 0, default=0.3
+        Hidden activation, as for :class:`TAGIRegressor` (``"leaky_relu"``:
+        slope 0.01).
+    sigma_v : float in [1e-150, 1e150], default=0.3
         Observation noise of the +-1 node targets (the paper's MNIST grid was
         0.1–0.4).  With ``proba_noise=True`` prediction reads it again at
         every call, as it reads ``alpha`` and ``proba_noise``: values set after
@@ -531,7 +560,8 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
             p_true = xp.sum(xp.where(true, p, 0.0), axis=1)
             return float(xp.mean(xp.log(xp.maximum(p_true, xp.finfo(p.dtype).tiny))))
 
-        self._train(X, Y, xp, rng, obs_mask=mask, validation_score=validation_score)
+        self._train(X, Y, xp, rng, obs_mask=mask, validation_score=validation_score,
+                    strata=asnumpy(y_index))
 
     def _partial_fit_scaled(self, X, y_index, xp, rng):
         Y, mask = self.tree_.targets(y_index, xp)

@@ -502,3 +502,57 @@ def test_per_output_sigma_v_in_the_estimator(rng):
     for bad in ([0.3], [0.3, 0.3, 0.3], [0.3, -1.0], [[0.3, 0.3]]):
         with pytest.raises(ValueError, match="sigma_v"):
             TAGIRegressor(sigma_v=bad, **kw).fit(X, Y)
+
+
+def test_a_batch_size_beyond_the_data_allocates_for_the_data_only(strict_xp):
+    # The array path (CuPy's) built its bias columns with batch_size rows:
+    # batch_size=1e9 on 50 rows asked for 7.5 GiB.  The kernel and the array
+    # path treat such a batch as the whole data.
+    xp, asarray = strict_xp
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(50, 3)), rng.normal(size=(50, 1))
+    ref = tagi.init_posterior([3, 8, 1], gain_w=1.0, gain_b=0.1, rng=rng, xp=np)
+    dev = ref.to_namespace(xp)
+    order = np.arange(50)
+    n_ref = tagi.run_epoch(ref, X, Y, 0.1, order=order, batch_size=50)
+    n_dev = tagi.run_epoch(dev, asarray(X), asarray(Y), 0.1, order=asarray(order),
+                           batch_size=10**12)
+    assert n_ref == n_dev
+    for a, b in zip(ref.weight_means + ref.weight_vars, dev.weight_means + dev.weight_vars):
+        np.testing.assert_allclose(np.asarray(b), a, rtol=1e-11, atol=1e-14)
+
+
+@pytest.mark.parametrize("bad", [np.array(-0.3), np.array(0.0), np.array(1e200), 1e-160])
+def test_sigma_v_out_of_range_is_refused_in_any_form(rng, bad):
+    # A 0-d array passed the parameter check as array-like: -0.3 was used as
+    # 0.3, 0 gave a noise-free predictive, 1e200 a raw OverflowError; 1e-160
+    # squares to 0.
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=40)
+    with pytest.raises((ValueError, InvalidParameterError), match="sigma_v"):
+        TAGIRegressor((4,), max_epochs=1, sigma_v=bad).fit(X, y)
+    reg = TAGIRegressor((4,), max_epochs=1, sigma_v=np.array(0.3)).fit(X, y)
+    with pytest.raises((ValueError, InvalidParameterError), match="sigma_v"):
+        reg.set_params(sigma_v=bad).predict(X)
+
+
+def test_early_stopping_keeps_the_row_order_without_shuffle(rng, monkeypatch):
+    # shuffle=False promises the rows' order (TAGI's result depends on it), but
+    # the training rows kept the validation split's random order.
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=40)
+    orders = []
+    real = TAGIRegressor._run_epoch
+
+    def spy(self, X, Y, order, xp, **kw):
+        orders.append(np.asarray(order).copy())
+        return real(self, X, Y, order, xp, **kw)
+
+    monkeypatch.setattr(TAGIRegressor, "_run_epoch", spy)
+    reg = TAGIRegressor((4,), max_epochs=2, shuffle=False, early_stopping=True,
+                        validation_fraction=0.25, random_state=0).fit(X, y)
+    train = np.setdiff1d(np.arange(40), reg.validation_indices_)
+    for order in orders:
+        np.testing.assert_array_equal(order, train)

@@ -158,3 +158,24 @@ def test_early_stopping_scores_the_held_out_log_loss_and_keeps_the_best_epoch():
     # Without early stopping every row trains and the last epoch is kept.
     d = TAGIClassifier(max_epochs=4, **{**kw, "early_stopping": False}).fit(X, labels)
     assert d.best_epoch_ == d.n_iter_ == 4 and d.validation_scores_ == []
+
+
+def test_early_stopping_split_is_stratified():
+    # Unstratified, a rare class could be held out whole: with 36 / 2 / 2 rows
+    # and seed 1 the model never trained on class 2 (and with seeds 0, 3 and 4
+    # the validation rows were all of class 0).  As MLPClassifier's, the split
+    # is stratified where every class has two rows.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = np.array([0] * 36 + [1] * 2 + [2] * 2)
+    for seed in range(6):
+        clf = TAGIClassifier((8,), early_stopping=True, validation_fraction=0.2, max_epochs=2,
+                             random_state=seed).fit(X, y)
+        train = np.setdiff1d(np.arange(40), clf.validation_indices_)
+        assert set(y[train]) == {0, 1, 2}
+        assert len(clf.validation_indices_) == 8
+    # a class of one row cannot be stratified: the split is the plain one
+    y1 = np.array([0] * 37 + [1] * 2 + [2])
+    clf = TAGIClassifier((8,), early_stopping=True, validation_fraction=0.2, max_epochs=2,
+                         random_state=0).fit(X, y1)
+    assert len(clf.validation_indices_) == 8

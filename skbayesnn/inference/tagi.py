@@ -343,8 +343,10 @@ def run_epoch(
             bool(split_overshoot),
         )
     else:
-        ones = xp.ones((batch_size, 1))
-        zeros = xp.zeros((batch_size, 1))
+        # (columns for the batches' rows: no more than the data, whatever
+        # batch_size says; 1e9 asked for 7.5 GiB)
+        ones = xp.ones((min(batch_size, X.shape[0]), 1))
+        zeros = xp.zeros((min(batch_size, X.shape[0]), 1))
         X = _append_column(X, xp.ones((X.shape[0], 1)), xp)
         X_sq = X * X
         n_kept, n_steps, n_split = 0, 0, 0
