@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -409,3 +410,60 @@ def test_prediction_in_chunks_equals_all_rows_at_once(rng, monkeypatch):
     for name in ("mean", "var"):
         np.testing.assert_allclose(getattr(chunked, name)(), getattr(whole, name)(), rtol=1e-13)
     np.testing.assert_allclose(chunked.epistemic_var, whole.epistemic_var, rtol=1e-12)
+
+
+def test_prediction_chunks_shrink_with_the_widest_layer(rng, monkeypatch):
+    # A chunk holds (rows, D + 1, D + 1) arrays, D the widest layer, inputs
+    # included: 1024 rows of 300 inputs had peaked at 2.4 GB.  The chunk's
+    # rows follow a byte budget, and the chunks' results are the whole's.
+    import skbayesnn.vbnn as vbnn_module
+
+    X = rng.normal(size=(60, 40))
+    y = X[:, 0] + 0.1 * rng.normal(size=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = VBNNRegressor((3,), random_state=0, max_iter=5).fit(X, y)
+    state = model.members_[0]
+    assert vbnn_module._chunk_rows(state) == 1024  # 41 x 41 within the budget
+    monkeypatch.setattr(vbnn_module, "_PREDICT_CHUNK_BYTES", 8 * 41 * 41 * 9)
+    assert vbnn_module._chunk_rows(state) == 9
+    monkeypatch.setattr(vbnn_module, "_PREDICT_CHUNK_BYTES", 1)
+    assert vbnn_module._chunk_rows(state) == 1
+    monkeypatch.setattr(vbnn_module, "_PREDICT_CHUNK_BYTES", 8 * 41 * 41 * 9)
+    chunked = model.predict_dist(X)
+    monkeypatch.setattr(vbnn_module, "_PREDICT_CHUNK_BYTES", 2**40)
+    whole = model.predict_dist(X)
+    np.testing.assert_allclose(chunked.mean(), whole.mean(), rtol=1e-13)
+    np.testing.assert_allclose(chunked.var(), whole.var(), rtol=1e-12)
+
+
+def test_a_sparse_copy_refitted_warns_that_it_fits_the_full_network(rng):
+    # The selection is not a parameter: fitting the copy again brought back
+    # every unit without a word (and clone or cross_val_score of it do too).
+    X = rng.normal(size=(80, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        full = VBNNRegressor((6,), random_state=0, max_iter=20).fit(X, y)
+        sparse = full.select_nodes(0.5)
+        with pytest.warns(UserWarning, match="select_nodes trains the full network"):
+            sparse.fit(X, y)
+    assert not hasattr(sparse, "selected_features_")
+
+
+def test_draws_that_overflow_are_refused_as_predictions_are(rng):
+    X = rng.normal(size=(60, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = VBNNRegressor((6,), random_state=0, max_iter=20).fit(X, y)
+    with pytest.raises(ValueError, match="not finite"):
+        model.sample_predictive(X * 1e155, random_state=0)
+    with pytest.raises(ValueError):
+        model.predict(X * 1e155)
+    # two hidden layers at 1e300: a raw FloatingPointError of the local CAVI
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        deep = VBNNRegressor((6, 5), random_state=0, max_iter=10).fit(X, y)
+    with pytest.raises(ValueError, match="far outside the training scale"):
+        deep.predict(X * 1e300)
