@@ -247,6 +247,9 @@ def _output_columns(y_true, y_dist, func_name):
     if y.ndim != 2 or y.shape[1] == 1:
         return None
     shape = _dist_batch_shape(y_dist)
+    frozen = _frozen_scipy_columns(y_dist, y.shape) if shape == y.shape else None
+    if frozen is not None:
+        return list(zip(y.T, frozen))
     if shape != y.shape or not hasattr(y_dist, "__getitem__"):
         raise ValueError(
             f"{func_name}: y_true has shape {y.shape} (several outputs), so y_dist must be "
@@ -254,6 +257,23 @@ def _output_columns(y_true, y_dist, func_name):
             f"of batch shape {shape}."
         )
     return [(y[:, j], y_dist[:, j]) for j in range(y.shape[1])]
+
+
+def _frozen_scipy_columns(y_dist, shape):
+    """The columns of a frozen scipy distribution of batch ``shape`` ``(n, k)``
+    (which cannot be indexed), each frozen anew from its parameters' column;
+    None for other objects."""
+    dist = getattr(y_dist, "dist", None)
+    if dist is None or not hasattr(y_dist, "args") or not hasattr(y_dist, "kwds"):
+        return None
+
+    def column(value, j):
+        value = np.asarray(value)
+        return np.broadcast_to(value, shape)[:, j] if value.ndim else value
+
+    return [dist(*(column(a, j) for a in y_dist.args),
+                 **{key: column(v, j) for key, v in y_dist.kwds.items()})
+            for j in range(shape[1])]
 
 
 def _mean_over_outputs(func, y_true, y_dist, *args, name=None, **kwargs):

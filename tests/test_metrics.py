@@ -1159,3 +1159,19 @@ def test_mean_interval_width_refuses_more_than_two_batch_dimensions():
     # (they were flattened into samples without a word)
     with pytest.raises(ValueError, match="batch shape"):
         M.mean_interval_width(NormalPredictive(np.zeros((2, 2, 2)), 1.0))
+
+
+def test_multi_output_metrics_take_frozen_scipy_distributions(rng):
+    # The docs accept frozen scipy distributions, and batch shape (n, k) for
+    # several outputs; such a distribution cannot be indexed, and was refused.
+    y = rng.normal(size=(30, 2))
+    mean = rng.normal(size=(30, 2))
+    sd = np.array([1.0, 2.5])
+    frozen = stats.norm(mean, sd)
+    ours = NormalPredictive(mean, np.broadcast_to(sd**2, (30, 2)))
+    for metric in (M.nlpd, M.crps, M.coverage, M.regression_calibration_error):
+        assert metric(y, frozen) == pytest.approx(metric(y, ours), rel=1e-12)
+    t = stats.t(df=[[3.0, 5.0]], loc=mean, scale=sd)  # parameters broadcast, keywords
+    per_column = sum(-np.mean(stats.t(df, mean[:, j], sd[j]).logpdf(y[:, j]))
+                     for j, df in enumerate((3.0, 5.0)))
+    assert M.nlpd(y, t) == pytest.approx(per_column, rel=1e-12)
