@@ -381,7 +381,15 @@ class _BayesianEstimatorMixin:
             out = np.asarray(out)
             bad |= ~np.isfinite(out.reshape(out.shape[0], -1)).all(axis=1)
         if bad.any():
-            z = float(np.max(np.abs(asnumpy(X_scaled)[bad])))
+            X_bad = asnumpy(X_scaled)[bad]
+            if not np.all(np.isfinite(X_bad)):
+                # (only under set_config(assume_finite=True), which skips the
+                # check of X: "nan standard deviations out" pointed the wrong way)
+                raise ValueError(
+                    f"{type(self).__name__} cannot predict: X contains NaN or infinity, "
+                    "which sklearn.set_config(assume_finite=True) let through."
+                )
+            z = float(np.max(np.abs(X_bad)))
             if z <= 10.0:  # not the inputs: the fitted model itself
                 why = (f"although their inputs lie within {z:.3g} training standard deviations "
                        "of the training mean. The fitted model's moments are too large for "

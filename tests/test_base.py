@@ -1099,3 +1099,18 @@ def test_a_small_first_partial_fit_batch_warns_that_it_fixes_the_scaling(rng, ma
         warnings.simplefilter("error")
         model = make().partial_fit(X[:20], y[:20], **extra)
         model.partial_fit(X[20:22], y[20:22])  # later batches fix nothing
+
+
+@pytest.mark.parametrize("make", [lambda: TAGIRegressor((4,), max_epochs=1, random_state=0),
+                                  lambda: PBPRegressor((4,), max_epochs=1, random_state=0)])
+def test_nan_let_through_by_assume_finite_is_named_at_predict(rng, make):
+    # sklearn's assume_finite skips the input check; the overflow message then
+    # spoke of inputs "nan training standard deviations" out.
+    from sklearn import config_context
+
+    X = rng.normal(size=(50, 2))
+    model = make().fit(X, X[:, 0])
+    X[0, 0] = np.nan
+    with config_context(assume_finite=True), np.errstate(invalid="ignore"):
+        with pytest.raises(ValueError, match="X contains NaN or infinity"):
+            model.predict(X)
