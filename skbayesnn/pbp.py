@@ -297,6 +297,9 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         # parameter's value.
         if "state_" in self.__dict__ and "spike_and_slab_" not in self.__dict__:
             self.spike_and_slab_ = bool(self.spike_and_slab)
+        # ... and before n_split_ existed, no batch had been split
+        if "state_" in self.__dict__ and "n_split_" not in self.__dict__:
+            self.n_split_ = 0
 
     def _network_structure(self, fitted):
         if fitted:
@@ -385,8 +388,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self.n_rejected_ += info["n_rejected"]
         self.n_noise_rejected_ += info["n_noise_rejected"]
         self.n_prior_skipped_ += info["n_skipped"]
-        # (a model pickled before n_split_ existed starts its count here)
-        self.n_split_ = getattr(self, "n_split_", 0) + info["n_split"]
+        self.n_split_ += info["n_split"]
         self.n_prior_sweeps_rejected_ += info["prior_sweep_rejected"]
         # log Z of a standardised target; original units: minus log(scale).
         self.log_z_curve_.append(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.model_selection import train_test_split
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .base import (
@@ -102,8 +101,7 @@ class _TAGIMixin:
 
         ``validation_score(rows)`` scores the current posterior on the given
         rows of ``X`` (higher is better).  ``strata`` (the classifier's class
-        indices) stratify the validation split where every class has two rows
-        or more and the split can hold one of each, as ``MLPClassifier``'s.
+        indices) stratify the validation split (:func:`_stratified_holdout`).
         """
         self.validation_scores_ = []
         self.validation_indices_ = np.array([], dtype=np.intp)
@@ -115,19 +113,9 @@ class _TAGIMixin:
                     f"validation_fraction={self.validation_fraction} leaves no training rows "
                     f"out of {X.shape[0]}."
                 )
-            perm = None
+            perm = rng.permutation(X.shape[0])
             if strata is not None:
-                # (unstratified, a rare class could be held out whole: a
-                # classifier never trained on it, or scored without it)
-                seed = int(rng.integers(2**32))
-                try:
-                    rest, held = train_test_split(np.arange(X.shape[0]), test_size=n_val,
-                                                  stratify=strata, random_state=seed)
-                    perm = np.concatenate([held, rest])
-                except ValueError:  # a class of one row, or more classes than either part
-                    pass
-            if perm is None:
-                perm = rng.permutation(X.shape[0])
+                perm, n_val = _stratified_holdout(perm, strata, n_val)
             self.validation_indices_ = np.sort(perm[:n_val])
             # (shuffle=False keeps the rows' order: it matters to TAGI)
             train = perm[n_val:] if self.shuffle else np.sort(perm[n_val:])
@@ -574,3 +562,34 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         if self._prediction_param("proba_noise"):
             z_var = z_var + float(self._prediction_param("sigma_v")) ** 2
         return self.tree_.proba(z_mean, z_var, self._prediction_param("alpha"))
+
+
+def _stratified_holdout(perm, strata, n_val):
+    """The rows ``perm`` reordered so that the first ``n_val'`` are a
+    validation part stratified by ``strata``; returns ``(perm, n_val')``.
+
+    Each class of ``c`` rows gives ``floor(f c)`` of them (``f = n_val / n``),
+    and the rows still missing go to the classes of the largest remainders,
+    but never all of a class's rows: every class keeps one training row
+    (unstratified, or by ``train_test_split(stratify=...)``, which only keeps
+    each class in one of the two parts, a rare class could be held out whole
+    and never trained on).  ``n_val'`` is below ``n_val`` only where the
+    classes cannot give more; a class of one row always trains.
+    """
+    n = perm.shape[0]
+    classes, counts = np.unique(strata, return_counts=True)
+    quota = n_val / n * counts
+    take = np.minimum(np.floor(quota).astype(int), counts - 1)
+    spare = n_val - int(take.sum())
+    for k in np.argsort(-(quota - np.floor(quota)), kind="stable"):
+        if spare <= 0:
+            break
+        if take[k] < counts[k] - 1:
+            take[k] += 1
+            spare -= 1
+    held = np.concatenate([perm[strata[perm] == c][:t] for c, t in zip(classes, take)])
+    if held.size == 0:  # every class a single row: the plain split
+        return perm, n_val
+    # (the held rows in the permutation's order, then the others in theirs)
+    in_held = np.isin(perm, held)
+    return np.concatenate([perm[in_held], perm[~in_held]]), int(held.size)

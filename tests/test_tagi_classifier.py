@@ -162,20 +162,25 @@ def test_early_stopping_scores_the_held_out_log_loss_and_keeps_the_best_epoch():
 
 def test_early_stopping_split_is_stratified():
     # Unstratified, a rare class could be held out whole: with 36 / 2 / 2 rows
-    # and seed 1 the model never trained on class 2 (and with seeds 0, 3 and 4
-    # the validation rows were all of class 0).  As MLPClassifier's, the split
-    # is stratified where every class has two rows.
+    # and seed 1 the model never trained on class 2; train_test_split's
+    # stratification only keeps each class in one of the two parts, which at
+    # validation_fraction=0.7 held out a 2-row class whole on every seed.
+    # Every class keeps a training row, and the parts follow the classes'
+    # shares.
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 2))
     y = np.array([0] * 36 + [1] * 2 + [2] * 2)
-    for seed in range(6):
-        clf = TAGIClassifier((8,), early_stopping=True, validation_fraction=0.2, max_epochs=2,
-                             random_state=seed).fit(X, y)
-        train = np.setdiff1d(np.arange(40), clf.validation_indices_)
-        assert set(y[train]) == {0, 1, 2}
-        assert len(clf.validation_indices_) == 8
-    # a class of one row cannot be stratified: the split is the plain one
+    for fraction, n_val in ((0.2, 8), (0.7, 28)):
+        for seed in range(6):
+            clf = TAGIClassifier((8,), early_stopping=True, validation_fraction=fraction,
+                                 max_epochs=2, random_state=seed).fit(X, y)
+            held = clf.validation_indices_
+            train = np.setdiff1d(np.arange(40), held)
+            assert set(y[train]) == {0, 1, 2} and len(held) == n_val
+            assert np.sum(y[held] == 0) in (int(fraction * 36), int(fraction * 36) + 1)
+    # a class of one row trains, and the others are still stratified
     y1 = np.array([0] * 37 + [1] * 2 + [2])
-    clf = TAGIClassifier((8,), early_stopping=True, validation_fraction=0.2, max_epochs=2,
+    clf = TAGIClassifier((8,), early_stopping=True, validation_fraction=0.5, max_epochs=2,
                          random_state=0).fit(X, y1)
-    assert len(clf.validation_indices_) == 8
+    train = np.setdiff1d(np.arange(40), clf.validation_indices_)
+    assert set(y1[train]) == {0, 1, 2} and len(clf.validation_indices_) == 20

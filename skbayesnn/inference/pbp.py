@@ -879,15 +879,19 @@ def _batch_update_helps(means, variances, res, x, y, alpha_noise, beta_noise, bi
     independent sites; where the points agree their sum overshoots (a
     reviewer's boston fit: test RMSE 2.4 at 32 rows per batch, 6.0 at 64,
     1.2e5 at 128), as in TAGI (tagi.md §4.4, ``inference.tagi._checked_step``).
-    The check is TAGI's: ``sum (y - m)^2 / s`` with the predictive variance
-    ``s`` before the update must not grow (nor become non-finite).
+    The check is TAGI's with each row's part capped: ``sum log1p((y - m)^2 /
+    s)``, ``s`` the predictive variance before the update, must not grow (nor
+    become non-finite).  With TAGI's ``sum (y - m)^2 / s`` one outlier's term
+    outweighed the rest, and a batch that moved it closer was kept while every
+    other row got far worse (boston with 2% of its targets 30 sd out: test
+    RMSE 45.5 at 128 rows per batch against 20.4 for PBP).
     """
     xp = array_namespace(x, *means)
     m0, v0 = _output_moments(means, variances, x, bias, spike_slab)
     m1, _ = _output_moments(res.means, res.variances, x, bias, spike_slab)
     inv_s = 1.0 / (v0 + beta_noise / (alpha_noise - 1.0))
-    before = xp.sum((y - m0) ** 2 * inv_s)
-    after = xp.sum((y - m1) ** 2 * inv_s)
+    before = xp.sum(xp.log1p((y - m0) ** 2 * inv_s))
+    after = xp.sum(xp.log1p((y - m1) ** 2 * inv_s))
     return bool(after <= before)
 
 
@@ -914,7 +918,9 @@ def run_epoch(
         permutation every epoch in the reference).
     batch_size : int, default=1
         Points per update; 1 is PBP, larger batches combine each batch's
-        point updates as independent sites (module docstring, "Batches").
+        point updates as independent sites (module docstring, "Batches"),
+        a batch whose combined update overshoots being split into halves
+        (:func:`_batch_update_helps`).
     spike_slab : bool, default=False
         Spike-and-slab messages (SSPBP, pbp.md §6).
     min_var : float, default=1e-100
@@ -942,8 +948,9 @@ def run_epoch(
     info : dict
         ``n_rejected`` (weight updates rejected), ``n_noise_rejected`` (Gamma
         updates discarded), ``n_skipped`` (prior factors skipped),
-        ``prior_sweep_rejected`` (1 if the sweep was discarded), as ints, and
-        ``log_z`` (the sum of the points' ``log Z`` before their updates).
+        ``prior_sweep_rejected`` (1 if the sweep was discarded), ``n_split``
+        (batches split into halves), as ints, and ``log_z`` (the sum of the
+        points' ``log Z`` before their updates).
     """
     arrays = list(state.means) + list(state.variances) + [X, y]
     n_split = 0
