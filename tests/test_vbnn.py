@@ -467,3 +467,31 @@ def test_draws_that_overflow_are_refused_as_predictions_are(rng):
         deep = VBNNRegressor((6, 5), random_state=0, max_iter=10).fit(X, y)
     with pytest.raises(ValueError, match="far outside the training scale"):
         deep.predict(X * 1e300)
+
+
+def test_sampling_in_chunks_shares_each_draws_output_weights(monkeypatch):
+    # sample_predictive fits the rows' local factors chunk by chunk (all rows
+    # at once took 6 times predict's memory); each draw's output weights and
+    # noise stay shared by all rows, so two equal rows in different chunks
+    # keep the correlation they have unchunked (independent weights per
+    # chunk would make it ~0).  Monte Carlo: 4000 draws, the correlation's
+    # standard error ~0.015.
+    import skbayesnn.vbnn as vbnn_module
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0] + 0.05 * rng.normal(size=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = VBNNRegressor((4,), random_state=0, max_iter=50).fit(X, y)
+    X_test = 3 * rng.normal(size=(8, 2))
+    X_test = np.vstack([X_test, X_test[:1]])  # row 8 = row 0
+    whole = model.sample_predictive(X_test, 4000, random_state=1)
+    monkeypatch.setattr(vbnn_module, "_PREDICT_CHUNK_BYTES", 800)  # 4 rows per chunk
+    assert vbnn_module._chunk_rows(model.members_[0]) == 4
+    chunked = model.sample_predictive(X_test, 4000, random_state=1)
+    corr = [np.corrcoef(d[:, 0], d[:, 8])[0, 1] for d in (whole, chunked)]
+    assert corr[0] > 0.2 and abs(corr[1] - corr[0]) < 0.06
+    dist = model.predict_dist(X_test)
+    assert np.all(np.abs(chunked.mean(axis=0) - dist.mean()) < 4 * dist.std() / np.sqrt(4000))
+    np.testing.assert_allclose(chunked.std(axis=0), dist.std(), rtol=0.06)

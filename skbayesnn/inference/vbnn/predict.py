@@ -119,28 +119,47 @@ def sample_predictive(test, n_samples, rng):
     activations along the chain ``q(a_{l} | a_{l-1})``, then the observation.
 
     ``rng`` is a NumPy Generator; returns an array ``(n_samples, N, n_outputs)``
-    in the namespace of the state.
+    in the namespace of the state.  :func:`sample_output_factors` and
+    :func:`sample_given_output` are its two stages, for rows in chunks that
+    share each draw's output weights and noise.
     """
+    return sample_given_output(test, *sample_output_factors(test, n_samples, rng), rng)
+
+
+def sample_output_factors(state, n_samples, rng):
+    """``n_samples`` draws of the output weights ``(n_samples, n_out, k)`` and
+    noise variances ``(n_samples, n_out)`` from ``q`` (global factors only:
+    ``state`` may be the fitted state or a prediction's local one)."""
+    xp = array_namespace(state.m[0])
+    L = state.n_layers - 1
+    # B may be singular after node selection (dropped weights are point masses).
+    k_out = state.B[L].shape[-1]
+    jitter = 1e-12 * xp.max(xp.abs(state.B[L])) * xp.eye(k_out, dtype=state.B[L].dtype)
+    chol_B = xp.linalg.cholesky(state.B[L] + jitter)
+    n_out, k = state.m[L].shape
+    w = state.m[L] + (chol_B @ xp.asarray(rng.standard_normal((n_samples, n_out, k, 1))))[
+        ..., 0]
+    # eta^2 ~ IG(alpha, beta): beta / Gamma(alpha, 1).
+    gam = xp.asarray(rng.gamma(shape=asnumpy(state.alpha[L]), size=(n_samples, n_out)))
+    return w, state.beta[L] / gam
+
+
+def sample_given_output(test, w, eta2, rng):
+    """Draws of ``y*`` at the rows of the local state ``test`` given the output
+    weights ``w`` and noise variances ``eta2`` of :func:`sample_output_factors`:
+    the activations along the chain, then the observation."""
     xp = array_namespace(test.m[0])
     L = test.n_layers - 1
     n = test.Ea[0].shape[0]
-    out = []
+    n_out = w.shape[1]
     chol_S = [xp.linalg.cholesky(test.S[j]) for j in range(L)]
-    # B may be singular after node selection (dropped weights are point masses).
-    k_out = test.B[L].shape[-1]
-    jitter = 1e-12 * xp.max(xp.abs(test.B[L])) * xp.eye(k_out, dtype=test.B[L].dtype)
-    chol_B = xp.linalg.cholesky(test.B[L] + jitter)
-    n_out, k = test.m[L].shape
-    for _ in range(n_samples):
+    out = []
+    for w_s, eta2_s in zip(w, eta2):
         a = test.Ea[0]
         for j in range(L):
             eps = xp.asarray(rng.standard_normal((n, test.t[j].shape[1], 1)))
             a = test.t[j] + (test.M[j] @ a[:, :, None])[:, :, 0] + (chol_S[j] @ eps)[:, :, 0]
-        w = test.m[L] + (chol_B @ xp.asarray(rng.standard_normal((n_out, k, 1))))[:, :, 0]
-        # eta^2 ~ IG(alpha, beta): beta / Gamma(alpha, 1).
-        gam = xp.asarray(rng.gamma(shape=asnumpy(test.alpha[L])))
-        eta2 = test.beta[L] / gam
-        mean = a @ w[:, 1:].T + w[:, 0][None, :]
-        noise = xp.asarray(rng.standard_normal((n, n_out))) * xp.sqrt(eta2)[None, :]
+        mean = a @ w_s[:, 1:].T + w_s[:, 0][None, :]
+        noise = xp.asarray(rng.standard_normal((n, n_out))) * xp.sqrt(eta2_s)[None, :]
         out.append(mean + noise)
     return xp.stack(out)
