@@ -368,6 +368,19 @@ class _BayesianEstimatorMixin:
         xp = self._namespace()
         return self._scale_X(X, xp), xp
 
+    def _refuse_nan_inputs(self, X_scaled):
+        """A ValueError where the (standardised) inputs hold NaN, which only
+        ``sklearn.set_config(assume_finite=True)`` lets through: the overflow
+        message spoke of inputs "nan training standard deviations" out.  (A
+        finite input whose standardisation overflows is inf, not NaN.)"""
+        nan_rows = np.isnan(asnumpy(X_scaled)).any(axis=1)
+        if nan_rows.any():
+            raise ValueError(
+                f"{type(self).__name__} cannot predict {int(nan_rows.sum())} of "
+                f"{nan_rows.size} rows of X: they contain NaN (or infinity), which "
+                "sklearn.set_config(assume_finite=True) let through."
+            )
+
     def _check_finite_prediction(self, X_scaled, *outputs):
         """Raise a clear error where a prediction overflowed (never NaN out).
 
@@ -381,15 +394,8 @@ class _BayesianEstimatorMixin:
             out = np.asarray(out)
             bad |= ~np.isfinite(out.reshape(out.shape[0], -1)).all(axis=1)
         if bad.any():
-            X_bad = asnumpy(X_scaled)[bad]
-            if not np.all(np.isfinite(X_bad)):
-                # (only under set_config(assume_finite=True), which skips the
-                # check of X: "nan standard deviations out" pointed the wrong way)
-                raise ValueError(
-                    f"{type(self).__name__} cannot predict: X contains NaN or infinity, "
-                    "which sklearn.set_config(assume_finite=True) let through."
-                )
-            z = float(np.max(np.abs(X_bad)))
+            self._refuse_nan_inputs(X_scaled)
+            z = float(np.max(np.abs(asnumpy(X_scaled)[bad])))
             if z <= 10.0:  # not the inputs: the fitted model itself
                 why = (f"although their inputs lie within {z:.3g} training standard deviations "
                        "of the training mean. The fitted model's moments are too large for "

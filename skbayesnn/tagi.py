@@ -570,23 +570,26 @@ def _stratified_holdout(perm, strata, n_val):
 
     Each class of ``c`` rows gives ``floor(f c)`` of them (``f = n_val / n``),
     and the rows still missing go to the classes of the largest remainders,
-    but never all of a class's rows: every class keeps one training row
-    (unstratified, or by ``train_test_split(stratify=...)``, which only keeps
-    each class in one of the two parts, a rare class could be held out whole
-    and never trained on).  ``n_val'`` is below ``n_val`` only where the
-    classes cannot give more; a class of one row always trains.
+    ties broken by the classes' first positions in ``perm`` (so by the
+    random state), but never all of a class's rows: every class keeps one
+    training row (unstratified, or by ``train_test_split(stratify=...)``,
+    which only keeps each class in one of the two parts, a rare class could
+    be held out whole and never trained on).  ``n_val'`` is below ``n_val``
+    only where the classes cannot give more.  A class of one row trains,
+    unless every class has one row: then the split is the plain one.
     """
     n = perm.shape[0]
     classes, counts = np.unique(strata, return_counts=True)
     quota = n_val / n * counts
     take = np.minimum(np.floor(quota).astype(int), counts - 1)
     spare = n_val - int(take.sum())
-    for k in np.argsort(-(quota - np.floor(quota)), kind="stable"):
-        if spare <= 0:
-            break
-        if take[k] < counts[k] - 1:
-            take[k] += 1
-            spare -= 1
+    first = np.array([np.argmax(strata[perm] == c) for c in classes])
+    order = np.lexsort((first, -(quota - np.floor(quota))))
+    while spare > 0 and np.any(take < counts - 1):
+        for k in order:
+            if spare > 0 and take[k] < counts[k] - 1:
+                take[k] += 1
+                spare -= 1
     held = np.concatenate([perm[strata[perm] == c][:t] for c, t in zip(classes, take)])
     if held.size == 0:  # every class a single row: the plain split
         return perm, n_val

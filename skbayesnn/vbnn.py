@@ -441,6 +441,7 @@ class VBNNRegressor(BaseBayesianRegressor):
 
         check_scalar(n_samples, "n_samples", Integral, min_val=1)
         Xs, _ = self._scaled_input(X)
+        self._refuse_nan_inputs(Xs)
         params = self._local_state_params()
         if isinstance(random_state, np.random.Generator):
             rng = random_state
@@ -452,16 +453,19 @@ class VBNNRegressor(BaseBayesianRegressor):
         for state, count in zip(self.members_, counts):
             if count == 0:
                 continue
-            # Each draw's output weights and noise are shared by all rows; the
-            # rows' local factors are fitted and sampled chunk by chunk, as in
-            # prediction (all rows at once took 6 times predict's memory).
-            w, eta2 = predict.sample_output_factors(state, int(count), rng)
+            # Each draw's output weights and noise are shared by all rows (drawn
+            # from its own seed in every chunk); the rows' local factors are
+            # fitted and sampled chunk by chunk, as in prediction (all rows at
+            # once took 6 times predict's memory).
+            seeds = rng.integers(np.iinfo(np.int64).max, size=int(count))
+            draw_output = predict.output_factor_sampler(state)
             rows = _chunk_rows(state)
             parts = []
             for start in range(0, Xs.shape[0], rows):
                 with _far_inputs_refused(), np.errstate(over="ignore", invalid="ignore"):
                     test, _ = predict.local_state(state, Xs[start:start + rows], **params)
-                    parts.append(asnumpy(predict.sample_given_output(test, w, eta2, rng)))
+                    parts.append(asnumpy(
+                        predict.sample_given_output(test, draw_output, seeds, rng)))
             draws.append(np.concatenate(parts, axis=1))  # (checked below)
         draws = np.concatenate(draws, axis=0)[rng.permutation(n_samples)]
         with np.errstate(over="ignore", invalid="ignore"):  # checked below

@@ -1112,5 +1112,23 @@ def test_nan_let_through_by_assume_finite_is_named_at_predict(rng, make):
     model = make().fit(X, X[:, 0])
     X[0, 0] = np.nan
     with config_context(assume_finite=True), np.errstate(invalid="ignore"):
-        with pytest.raises(ValueError, match="X contains NaN or infinity"):
+        with pytest.raises(ValueError, match="1 of 50 rows of X: they contain NaN"):
             model.predict(X)
+    # a finite input whose standardisation overflows keeps its own message
+    X[0, 0] = 1e307
+    with np.errstate(over="ignore", invalid="ignore"):
+        with pytest.raises(ValueError, match="training standard deviations"):
+            model.predict(X)
+
+
+def test_vbnn_draws_at_a_nan_input_let_through_by_assume_finite_say_so(rng):
+    from sklearn import config_context
+
+    X = rng.normal(size=(50, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = VBNNRegressor((4,), max_iter=5, random_state=0).fit(X, X[:, 0])
+    X[1, 1] = np.nan
+    with config_context(assume_finite=True), np.errstate(invalid="ignore"):
+        with pytest.raises(ValueError, match="they contain NaN"):
+            model.sample_predictive(X)

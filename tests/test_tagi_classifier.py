@@ -184,3 +184,27 @@ def test_early_stopping_split_is_stratified():
                          random_state=0).fit(X, y1)
     train = np.setdiff1d(np.arange(40), clf.validation_indices_)
     assert set(y1[train]) == {0, 1, 2} and len(clf.validation_indices_) == 20
+
+
+def test_stratified_holdout_breaks_ties_by_the_random_state_and_fills_the_split():
+    # Equal remainders (balanced classes) went to the lowest class indices on
+    # every seed: with 10 classes of 10 rows and 5% held out, classes 5-9 were
+    # never validated.  And the rows still missing were handed out once per
+    # class, so a split could stay short although a large class had rows left.
+    from skbayesnn.tagi import _stratified_holdout
+
+    strata = np.repeat(np.arange(10), 10)
+    chosen = set()
+    for seed in range(8):
+        perm = np.random.default_rng(seed).permutation(100)
+        out, n_val = _stratified_holdout(perm, strata, 5)
+        assert n_val == 5 and len(set(strata[out[:5]])) == 5
+        chosen.add(tuple(sorted(set(strata[out[:5]]))))
+    assert len(chosen) > 1
+    strata = np.concatenate([np.repeat(np.arange(10), 2), np.full(100, 10)])
+    perm = np.random.default_rng(0).permutation(120)
+    out, n_val = _stratified_holdout(perm, strata, 96)
+    assert n_val == 96
+    train = out[n_val:]
+    assert set(strata[train]) == set(range(11))
+    np.testing.assert_array_equal(np.sort(out), np.arange(120))

@@ -9,6 +9,8 @@ and the predictive can be sampled along the chain (Eq. 25).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..._backend import array_namespace, asnumpy
 from . import cavi
 
@@ -119,17 +121,18 @@ def sample_predictive(test, n_samples, rng):
     activations along the chain ``q(a_{l} | a_{l-1})``, then the observation.
 
     ``rng`` is a NumPy Generator; returns an array ``(n_samples, N, n_outputs)``
-    in the namespace of the state.  :func:`sample_output_factors` and
-    :func:`sample_given_output` are its two stages, for rows in chunks that
-    share each draw's output weights and noise.
+    in the namespace of the state.  Each draw's output weights and noise come
+    from a generator of its own seed (:func:`sample_given_output`), so rows in
+    chunks can share them without holding every draw's weights at once.
     """
-    return sample_given_output(test, *sample_output_factors(test, n_samples, rng), rng)
+    seeds = rng.integers(np.iinfo(np.int64).max, size=n_samples)
+    return sample_given_output(test, output_factor_sampler(test), seeds, rng)
 
 
-def sample_output_factors(state, n_samples, rng):
-    """``n_samples`` draws of the output weights ``(n_samples, n_out, k)`` and
-    noise variances ``(n_samples, n_out)`` from ``q`` (global factors only:
-    ``state`` may be the fitted state or a prediction's local one)."""
+def output_factor_sampler(state):
+    """A function of a Generator that draws the output weights ``(n_out, k)``
+    and noise variances ``(n_out,)`` from ``q`` (global factors only: ``state``
+    may be the fitted state or a prediction's local one)."""
     xp = array_namespace(state.m[0])
     L = state.n_layers - 1
     # B may be singular after node selection (dropped weights are point masses).
@@ -137,29 +140,33 @@ def sample_output_factors(state, n_samples, rng):
     jitter = 1e-12 * xp.max(xp.abs(state.B[L])) * xp.eye(k_out, dtype=state.B[L].dtype)
     chol_B = xp.linalg.cholesky(state.B[L] + jitter)
     n_out, k = state.m[L].shape
-    w = state.m[L] + (chol_B @ xp.asarray(rng.standard_normal((n_samples, n_out, k, 1))))[
-        ..., 0]
-    # eta^2 ~ IG(alpha, beta): beta / Gamma(alpha, 1).
-    gam = xp.asarray(rng.gamma(shape=asnumpy(state.alpha[L]), size=(n_samples, n_out)))
-    return w, state.beta[L] / gam
+    alpha = asnumpy(state.alpha[L])
+
+    def draw(rng):
+        w = state.m[L] + (chol_B @ xp.asarray(rng.standard_normal((n_out, k, 1))))[:, :, 0]
+        # eta^2 ~ IG(alpha, beta): beta / Gamma(alpha, 1).
+        return w, state.beta[L] / xp.asarray(rng.gamma(shape=alpha))
+
+    return draw
 
 
-def sample_given_output(test, w, eta2, rng):
-    """Draws of ``y*`` at the rows of the local state ``test`` given the output
-    weights ``w`` and noise variances ``eta2`` of :func:`sample_output_factors`:
-    the activations along the chain, then the observation."""
+def sample_given_output(test, draw_output, seeds, rng):
+    """Draws of ``y*`` at the rows of the local state ``test``: per seed, the
+    output factors of ``draw_output(default_rng(seed))``
+    (:func:`output_factor_sampler`), the activations along the chain (from
+    ``rng``), then the observation."""
     xp = array_namespace(test.m[0])
     L = test.n_layers - 1
     n = test.Ea[0].shape[0]
-    n_out = w.shape[1]
     chol_S = [xp.linalg.cholesky(test.S[j]) for j in range(L)]
     out = []
-    for w_s, eta2_s in zip(w, eta2):
+    for seed in seeds:
+        w, eta2 = draw_output(np.random.default_rng(seed))
         a = test.Ea[0]
         for j in range(L):
             eps = xp.asarray(rng.standard_normal((n, test.t[j].shape[1], 1)))
             a = test.t[j] + (test.M[j] @ a[:, :, None])[:, :, 0] + (chol_S[j] @ eps)[:, :, 0]
-        mean = a @ w_s[:, 1:].T + w_s[:, 0][None, :]
-        noise = xp.asarray(rng.standard_normal((n, n_out))) * xp.sqrt(eta2_s)[None, :]
+        mean = a @ w[:, 1:].T + w[:, 0][None, :]
+        noise = xp.asarray(rng.standard_normal((n, w.shape[0]))) * xp.sqrt(eta2)[None, :]
         out.append(mean + noise)
     return xp.stack(out)
