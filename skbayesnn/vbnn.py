@@ -123,7 +123,9 @@ class VBNNRegressor(BaseBayesianRegressor):
         ``(alpha0, beta0)`` of the inverse-gamma prior on the output noise
         variance in standardised units; None uses ``alpha0 = 2`` and ``beta0 =``
         a quarter of the residual variance of a linear fit (the authors'
-        default, vbnn.md §13.1), for each output its own.
+        default, vbnn.md §13.1), for each output its own; where the fit
+        interpolates (``n_samples <= n_features + 1``), with a warning, a
+        quarter of ``y``'s variance.
     hidden_noise_prior : (float, float), default=(2.0, 0.01)
         ``(alpha0_h, beta0_h)`` of the hidden units' noise variances.
     predict_max_iter : int, default=60
@@ -283,6 +285,18 @@ class VBNNRegressor(BaseBayesianRegressor):
         Xh, Yh = asnumpy(X), asnumpy(Y)
         coef, resid_var = _linear_fit(Xh, Yh)
         if self.noise_prior is None:
+            if Xh.shape[0] <= Xh.shape[1] + 1:
+                # The linear fit interpolates: its residual is rounding, and the
+                # floored prior gave predictive sds 25-90 times too small (3 rows).
+                resid_var = Yh.var(axis=0)
+                warnings.warn(
+                    "VBNNRegressor: with n_samples <= n_features + 1 a linear fit "
+                    "interpolates the data, so the noise prior's default takes a quarter of "
+                    "y's variance instead of the fit's residual variance; pass noise_prior "
+                    "to set it.",
+                    UserWarning,
+                    stacklevel=4,
+                )
             # A quarter of the linear fit's residual variance, per output (one
             # output's worst fit would otherwise set every output's noise),
             # floored so that a perfectly linear target leaves a proper prior.

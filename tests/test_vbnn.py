@@ -495,3 +495,22 @@ def test_sampling_in_chunks_shares_each_draws_output_weights(monkeypatch):
     dist = model.predict_dist(X_test)
     assert np.all(np.abs(chunked.mean(axis=0) - dist.mean()) < 4 * dist.std() / np.sqrt(4000))
     np.testing.assert_allclose(chunked.std(axis=0), dist.std(), rtol=0.06)
+
+
+def test_noise_prior_default_where_a_linear_fit_interpolates(rng):
+    # With n_samples <= n_features + 1 the linear fit's residual variance, a
+    # quarter of which is beta0, is rounding: beta0 sat on its floor 1e-4
+    # and the noise sd came out 0.0085 for targets of sd 0.19.  A quarter of
+    # y's variance takes its place, with a warning.
+    X = rng.uniform(-2, 2, size=(3, 3))
+    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.normal(size=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = VBNNRegressor((4,), random_state=0, max_iter=50).fit(X, y)
+    assert any("interpolates the data" in str(w.message) for w in caught)
+    assert model.predict_dist(X[:1]).aleatoric_var[0] > (0.25 * y.std()) ** 2
+    with warnings.catch_warnings():  # more rows than that: the fit's residual, no warning
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        X5 = rng.uniform(-2, 2, size=(5, 3))
+        VBNNRegressor((4,), random_state=0, max_iter=5).fit(X5, X5[:, 0] + rng.normal(size=5))
