@@ -10,6 +10,10 @@ implements the hooks that take and return *standardised* arrays:
     Train from scratch.
 ``_partial_fit_scaled(X, Y, xp, rng)``
     One incremental update (online estimators, with :class:`PartialFitMixin`).
+``_warm_fit_scaled(X, Y, xp)``
+    Continue the fitted model (estimators with a ``warm_start`` parameter):
+    ``fit`` calls it instead of ``_fit_scaled`` on a fitted model with
+    ``warm_start=True``, after checking that the network is the fitted one.
 ``_predict_moments_scaled(X, xp)``
     Return ``(mean, epistemic_var, aleatoric_var)``, each of shape
     ``(n_samples, n_outputs)``.
@@ -360,6 +364,24 @@ class _BayesianEstimatorMixin:
                 stacklevel=5,  # (this generator, contextlib, partial_fit, _fit_context)
             )
 
+    def _continues_fit(self):
+        """Whether ``fit`` continues the fitted model: ``warm_start=True``, in
+        the estimators that have it, on a fitted model."""
+        return bool(getattr(self, "warm_start", False)) and hasattr(self, "state_")
+
+    @contextlib.contextmanager
+    def _warm_start(self, X, xp):
+        """Context of a warm ``fit``: :meth:`_check_warm_start`, then the data
+        scaled as a later batch is (:meth:`_training_X`);
+        yields the standardised ``X`` for ``_warm_fit_scaled``."""
+        self._check_warm_start()
+        with self._training_X(X, xp) as X_scaled:
+            yield X_scaled
+
+    def _check_warm_start(self):
+        """Before a warm fit: the fitted network is the one the parameters ask for."""
+        self._check_structure("warm_start", "set warm_start=False to fit a new one")
+
     def _scaled_input(self, X):
         """Check that the model is fitted, validate ``X`` against the fit and
         standardise it on the fitted device; returns ``(X_scaled, xp)``."""
@@ -633,7 +655,7 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Fit the model to training data.
+        """Fit the model to training data (continue it, where ``warm_start=True``).
 
         Parameters
         ----------
@@ -647,6 +669,12 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         self : object
             The fitted estimator.
         """
+        if self._continues_fit():  # (the estimator's warm_start says how)
+            X, Y = self._validate_training_data(X, y, reset=False, min_samples=1)
+            xp = self._namespace()
+            with self._warm_start(X, xp) as X_scaled:
+                self._warm_fit_scaled(X_scaled, self._scale_Y(Y, xp), xp)
+            return self
         self._clear_fitted()  # a fit starts afresh (no attribute of an earlier fit stays)
         try:
             X, Y = self._validate_training_data(X, y, reset=True, min_samples=2)
@@ -844,7 +872,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Fit the classifier.
+        """Fit the classifier (continue it, where ``warm_start=True``).
 
         Parameters
         ----------
@@ -856,6 +884,12 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         -------
         self : object
         """
+        if self._continues_fit():  # (the estimator's warm_start says how)
+            X, y = self._validate_labels(X, y, reset=False, min_samples=1)
+            xp = self._namespace()
+            with self._warm_start(X, xp) as X_scaled:
+                self._warm_fit_scaled(X_scaled, self._encode(y), xp)
+            return self
         self._clear_fitted()  # a fit starts afresh (no attribute of an earlier fit stays)
         try:
             X, y = self._validate_labels(X, y, reset=True, min_samples=2)

@@ -15,7 +15,6 @@ from numbers import Integral, Real
 
 import joblib
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils import check_scalar
 from sklearn.utils.validation import check_is_fitted
@@ -206,8 +205,8 @@ class _MessagePassingMixin:
         ``X``, targets ``T``), each slot's old message divided out on its visit
         as in ``fit``: the same data counted once, the epoch count (damping,
         ``n_iter_per_batch``) and the random stream continued.  A failure
-        leaves the model as it was."""
-        self._check_structure("warm_start", "set warm_start=False to fit a new one")
+        leaves the model as it was (the network was checked by the base's
+        ``fit``)."""
         st = self.state_
         if st.fit_order is None:
             raise ValueError(
@@ -501,26 +500,6 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         self.random_state = random_state
         self.verbose = verbose
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Fit the model, or continue its fit with ``warm_start=True``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        if not (self.warm_start and hasattr(self, "state_")):
-            return super().fit(X, y)
-        X, Y = self._validate_training_data(X, y, reset=False, min_samples=2)
-        xp = self._namespace()
-        return self._fit_warm(self._scale_X(X, xp), self._scale_Y(Y, xp), xp)
-
     def _output(self):
         return network.regression_output(float(self.noise_std) ** 2)
 
@@ -537,6 +516,9 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
 
     def _partial_fit_scaled(self, X, Y, xp, rng):
         self._train_online(X, Y, xp, rng)
+
+    def _warm_fit_scaled(self, X, Y, xp):
+        self._fit_warm(X, Y, xp)
 
     def _predict_moments_scaled(self, X, xp):
         mean, var = network.predict_moments(self.state_, X)
@@ -706,26 +688,6 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         return (f", or with a very small {name} (here {getattr(self, name)!r}); rescale the "
                 f"data or increase {name}")
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Fit the classifier, or continue its fit with ``warm_start=True``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-
-        Returns
-        -------
-        self : object
-        """
-        if not (self.warm_start and hasattr(self, "state_")):
-            return super().fit(X, y)
-        X, y = self._validate_labels(X, y, reset=False, min_samples=2)
-        xp = self._namespace()
-        T = self._labels(self._encode(y), xp)
-        return self._fit_warm(self._scale_X(X, xp), T, xp)
-
     def _init_online(self, n_features, n_classes, xp, rng):
         self.likelihood_ = self.likelihood
         self._init_state(n_features, n_classes, xp, rng)
@@ -739,6 +701,9 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
 
     def _partial_fit_scaled(self, X, y_index, xp, rng):
         self._train_online(X, self._labels(y_index, xp), xp, rng)
+
+    def _warm_fit_scaled(self, X, y_index, xp):
+        self._fit_warm(X, self._labels(y_index, xp), xp)
 
     def _predict_proba_scaled(self, X, xp):
         mean, var = network.predict_moments(self.state_, X)

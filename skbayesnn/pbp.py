@@ -7,7 +7,6 @@ import warnings
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
@@ -247,39 +246,19 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ fit
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Fit the model, or continue training it with ``warm_start=True``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        if not (self.warm_start and hasattr(self, "state_")):
-            return super().fit(X, y)
-        self._check_warm_start()
-        X, Y = self._validate_training_data(X, y, reset=False, min_samples=1)
-        xp = self._namespace()
-        # As partial_fit: data the model cannot take leave it as it was (a
-        # warm fit on y = 1e300 was kept, and every prediction overflowed).
+    def _warm_fit_scaled(self, X, Y, xp):
+        """The epochs of a warm start (``fit`` with ``warm_start=True``), or a
+        ValueError for data the model cannot take, which, as in
+        ``partial_fit``, leave it as it was (a warm fit on y = 1e300 had been
+        kept, and every prediction overflowed)."""
         restore = self._snapshot(log_z_curve_=list(self.log_z_curve_))
         try:
-            with self._training_X(X, xp) as X_scaled:
-                self._train_warm(X_scaled, self._scale_Y(Y, xp), xp)
+            self._train_warm(X, Y, xp)
         except Exception:
             restore()
             raise
-        return self
 
     def _train_warm(self, X, Y, xp):
-        """The epochs of a warm start, or a ValueError for data the model
-        cannot take."""
         n_before = len(self.log_z_curve_)
         self._train(X, Y, xp, self._rng)
         if not (np.all(np.isfinite(self.log_z_curve_[n_before:])) and all(
@@ -309,10 +288,10 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
                 "fit_bias": bool(self.fit_bias), "spike_and_slab": bool(self.spike_and_slab)}
 
     def _check_warm_start(self):
-        """A continued fit keeps the fitted network: refuse a changed one."""
+        """The priors are valid, and the network the fitted one."""
         _check_gamma_prior(self.prior, "prior")
         _check_gamma_prior(self.noise_prior, "noise_prior")
-        self._check_structure("warm_start", "set warm_start=False to fit a new one")
+        super()._check_warm_start()
 
     def _init_online(self, n_features, n_outputs, xp, rng):
         self.spike_and_slab_ = bool(self.spike_and_slab)

@@ -583,14 +583,15 @@ def _stratified_holdout(perm, strata, n_val):
     quota = n_val / n * counts
     take = np.minimum(np.floor(quota).astype(int), counts - 1)
     spare = n_val - int(take.sum())
-    first = np.array([np.argmax(strata[perm] == c) for c in classes])
+    in_order = strata[perm]  # the rows' classes in the permutation's order
+    first = np.array([np.argmax(in_order == c) for c in classes])
     order = np.lexsort((first, -(quota - np.floor(quota))))
     while spare > 0 and np.any(take < counts - 1):
         for k in order:
             if spare > 0 and take[k] < counts[k] - 1:
                 take[k] += 1
                 spare -= 1
-    held = np.concatenate([perm[strata[perm] == c][:t] for c, t in zip(classes, take)])
+    held = np.concatenate([perm[in_order == c][:t] for c, t in zip(classes, take)])
     if held.size == 0:  # every class a single row: the plain split
         return perm, n_val
     # (the held rows in the permutation's order, then the others in theirs)

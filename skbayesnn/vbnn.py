@@ -394,13 +394,9 @@ class VBNNRegressor(BaseBayesianRegressor):
         out = []
         params = self._local_state_params()
         for state in self.members_:
-            rows = _chunk_rows(state)
             with _far_inputs_refused():
-                parts = [
-                    predict.predictive_moments(
-                        predict.local_state(state, X[start:start + rows], **params)[0])
-                    for start in range(0, X.shape[0], rows)
-                ]
+                parts = [predict.predictive_moments(test)
+                         for test in _local_states(state, X, params)]
             out.append(tuple(xp.concatenate([part[k] for part in parts], axis=0) for k in range(3)))
         return out
 
@@ -473,14 +469,11 @@ class VBNNRegressor(BaseBayesianRegressor):
             # once took 6 times predict's memory).
             seeds = rng.integers(np.iinfo(np.int64).max, size=int(count))
             draw_output = predict.output_factor_sampler(state)
-            rows = _chunk_rows(state)
-            parts = []
-            for start in range(0, Xs.shape[0], rows):
-                with _far_inputs_refused(), np.errstate(over="ignore", invalid="ignore"):
-                    test, _ = predict.local_state(state, Xs[start:start + rows], **params)
-                    parts.append(asnumpy(
-                        predict.sample_given_output(test, draw_output, seeds, rng)))
-            draws.append(np.concatenate(parts, axis=1))  # (checked below)
+            with _far_inputs_refused(), np.errstate(over="ignore", invalid="ignore"):
+                # (non-finite draws: checked below)
+                parts = [asnumpy(predict.sample_given_output(test, draw_output, seeds, rng))
+                         for test in _local_states(state, Xs, params)]
+            draws.append(np.concatenate(parts, axis=1))
         draws = np.concatenate(draws, axis=0)[rng.permutation(n_samples)]
         with np.errstate(over="ignore", invalid="ignore"):  # checked below
             draws = draws * self.y_scaler_.scale_ + self.y_scaler_.mean_
@@ -576,6 +569,14 @@ class VBNNRegressor(BaseBayesianRegressor):
 
 
 # ----------------------------------------------------------------- helpers
+def _local_states(state, X, params):
+    """The local states (``predict.local_state``) of a restart's ``state`` at
+    the rows of ``X``, chunk by chunk (:func:`_chunk_rows`)."""
+    rows = _chunk_rows(state)
+    for start in range(0, X.shape[0], rows):
+        yield predict.local_state(state, X[start:start + rows], **params)[0]
+
+
 @contextlib.contextmanager
 def _far_inputs_refused():
     """A prediction's local CAVI that breaks down (a precision matrix not

@@ -101,7 +101,8 @@ def spectrum(stats):
     Returns a dict with ``x_bar``, ``y_bar``, eigenvalues ``e`` and
     eigenvectors ``U`` of the centred scatter matrix, ``rr = U^T r``, the
     centred target sum of squares ``t``, and of the centred least-squares fit
-    the ``rank`` (non-zero eigenvalues) and residual ``rss = t - sum rr^2 / e``.
+    the ``rank`` (non-zero eigenvalues), each direction's part ``fit_terms =
+    rr^2 / e`` (0 where ``e = 0``) and the residual ``rss = t - sum fit_terms``.
     With ``rank >= n - 1`` (``n`` rows, centred) the inputs interpolate the
     centred targets (``rss`` is then exactly 0): no residual is left to
     estimate the noise from, and the evidence, bounded, weighs the noise
@@ -126,9 +127,10 @@ def spectrum(stats):
     # interpolates (rank n - 1 of the centred rows), whose rounding residue,
     # times a noise precision of ~1e10, had swamped the evidence there.
     rank = int(xp.sum(~null))
-    fitted = float(xp.sum(rr * rr / xp.where(null, 1.0, e)))
-    rss = 0.0 if rank >= stats.n - 1 else max(float(t) - fitted, 0.0)
-    return dict(x_bar=x_bar, y_bar=y_bar, e=e, U=U, rr=rr, t=t, rank=rank, rss=rss)
+    fit_terms = rr * rr / xp.where(null, 1.0, e)  # rr^2 / e, 0 in the null directions
+    rss = 0.0 if rank >= stats.n - 1 else max(float(t) - float(xp.sum(fit_terms)), 0.0)
+    return dict(x_bar=x_bar, y_bar=y_bar, e=e, U=U, rr=rr, t=t, rank=rank, rss=rss,
+                fit_terms=fit_terms)
 
 
 def log_evidence(stats, prior_precision, noise_precision, *, spec=None):
@@ -175,11 +177,7 @@ def _log_evidence_at(spec, n, lam, alpha):
 
 def _lam_alpha_terms(spec, lam, alpha, denom):
     """``lam alpha r'^2 / (e (lam + alpha e))`` per pair and direction (0 where ``e = 0``)."""
-    xp = array_namespace(denom)
-    e, r2 = spec["e"], spec["rr"] * spec["rr"]
-    positive = e > 0.0
-    per_e = xp.where(positive, r2 / xp.where(positive, e, 1.0), 0.0)
-    return (lam * alpha)[:, None] * per_e[None, :] / denom
+    return (lam * alpha)[:, None] * spec["fit_terms"][None, :] / denom
 
 
 def log_evidence_grad(stats, prior_precision, noise_precision, *, spec=None):
@@ -196,13 +194,11 @@ def log_evidence_grad(stats, prior_precision, noise_precision, *, spec=None):
     )
     # d energy / d alpha = rss + sum lam^2 r'^2 / (e (lam + alpha e)^2)
     # (the derivative of the cancellation-free energy of _log_evidence_at)
-    positive = e > 0.0
-    per_e = xp.where(positive, r2 / xp.where(positive, e, 1.0), 0.0)
     d_alpha = (
         0.5 * n_eff / alpha
         - 0.5 * float(xp.sum(e * inv))
         - 0.5 * spec["rss"]
-        - 0.5 * lam**2 * float(xp.sum(per_e * inv * inv))
+        - 0.5 * lam**2 * float(xp.sum(spec["fit_terms"] * inv * inv))
     )
     return lam * d_lam, alpha * d_alpha
 
