@@ -519,6 +519,40 @@ def test_batch_of_one_equals_the_single_point_update(rng):
     assert float(batch.log_z) == pytest.approx(float(one.log_z), rel=1e-14)
 
 
+@pytest.mark.parametrize("spike_slab", [False, True])
+def test_adf_update_returns_the_output_moments_of_its_forward_pass(rng, spike_slab):
+    # run_epoch's batch check reads them instead of a forward pass of its own:
+    # they are the output's moments at the old weights (SSPBP: of the mixture
+    # rho N(m, v) + (1 - rho) delta_0, pbp.md §6.3), and asking for them
+    # leaves the update as it is.
+    from skbayesnn.inference import pbp_spike_slab
+
+    means, variances = _random_net(rng, [3, 6, 4, 1])
+    if spike_slab:
+        means = [M[:, :-1] for M in means]
+        variances = [V[:, :-1] for V in variances]
+    X, y = rng.normal(size=(5, 3)), rng.normal(size=5)
+    kw = dict(bias=not spike_slab, spike_slab=spike_slab)
+    res, out_mean, out_var = pbp.adf_update(means, variances, 5.0, 3.0, X, y,
+                                            return_output=True, **kw)
+    plain = pbp.adf_update(means, variances, 5.0, 3.0, X, y, **kw)
+    for a, b in zip(res.means + res.variances, plain.means + plain.variances):
+        np.testing.assert_array_equal(a, b)
+    assert (float(res.alpha_noise), float(res.beta_noise)) == (
+        float(plain.alpha_noise), float(plain.beta_noise))
+    if spike_slab:
+        rho, m, v, _ = pbp_spike_slab.forward(means, variances, X, bias=False)
+        rho, m, v = rho[:, 0], m[:, 0], v[:, 0]
+        want_mean, want_var = rho * m, rho * (v + m * m) - (rho * m) ** 2
+    else:
+        m, v = pbp.forward(means, variances, X)
+        want_mean, want_var = m[:, 0], v[:, 0]
+    assert out_mean.shape == out_var.shape == y.shape
+    np.testing.assert_allclose(out_mean, want_mean, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out_var, want_var, rtol=1e-12, atol=1e-15)
+    assert np.all(out_var > 0)
+
+
 def test_batch_gradients_are_the_per_point_gradients(rng):
     means, variances = _random_net(rng, [2, 5, 1])
     X, y = rng.normal(size=(4, 2)), rng.normal(size=4)

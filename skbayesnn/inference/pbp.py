@@ -484,7 +484,7 @@ def _relu_backward_terms(xp, pre_mean, pre_var):
 
 
 def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
-                return_residual2=False):
+                return_residual2=False, return_output=False):
     """``log Z`` of one data point (or of each point of a batch) and its gradients.
 
     Closed form, no autodiff (pbp.md §2.3, §3.2).  Output seeds
@@ -527,6 +527,10 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
     residual2 : array like ``log_z``
         ``(y - m_out)^2``, only with ``return_residual2=True`` (for
         :func:`guard_noise_update`).
+    out_mean, out_var : arrays like ``log_z``
+        The output's mean ``m_out`` and variance ``v_out`` (noise excluded),
+        only with ``return_output=True`` (for :func:`adf_update`'s batch check,
+        which then needs no forward pass of its own).
     """
     xp = array_namespace(x, *means)
     ndim = getattr(x, "ndim", 1)
@@ -571,6 +575,7 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
         dm = d_mz * cdf + d_vz * (2.0 * relu_mean * ccdf)
         dv = d_mz * (0.5 * pdf_over_std) + d_vz * (cdf - relu_mean * pdf_over_std)
     per_point = (log_z0, log_z1, log_z2) + ((resid * resid,) if return_residual2 else ())
+    per_point += (m_out, v_out) if return_output else ()
     return pbp_spike_slab._log_z_grads_results(xp, ndim, grad_means, grad_variances,
                                                *per_point)
 
@@ -744,6 +749,7 @@ def adf_update(
     bias=True,
     spike_slab=False,
     min_var=MIN_VAR,
+    return_output=False,
 ):
     """One PBP ADF step on the data point ``(x, y)`` (or on a batch of points).
 
@@ -778,16 +784,24 @@ def adf_update(
         the same.
     min_var : float, default=1e-100
         Rejection threshold of the new variances.
+    return_output : bool, default=False
+        Also return the output's moments before the update, from the step's
+        own forward pass.
 
     Returns
     -------
     ADFResult
         New means and variances (new arrays), the new noise Gamma, ``log Z``
         before the update (summed over a batch), and the rejection counts.
+    out_mean, out_var : arrays
+        Only with ``return_output=True``: the output's mean and variance
+        (noise excluded; SSPBP's total moments) at ``x`` under the old
+        ``means``, ``variances``, shaped like ``y``.
     """
     grads = pbp_spike_slab.log_z_grads if spike_slab else log_z_grads
-    log_z0, g_m, g_v, log_z1, log_z2, residual2 = grads(
-        means, variances, x, y, alpha_noise, beta_noise, bias=bias, return_residual2=True
+    log_z0, g_m, g_v, log_z1, log_z2, residual2, *output = grads(
+        means, variances, x, y, alpha_noise, beta_noise, bias=bias, return_residual2=True,
+        return_output=return_output,
     )
     xp = array_namespace(x, *means)
     new_means, new_variances, n_rejected = apply_adf_step(
@@ -807,9 +821,10 @@ def adf_update(
         ok = xp.asarray(True)
     alpha_new = xp.where(ok, a_new, alpha_noise)
     beta_new = xp.where(ok, b_new, beta_noise)
-    return ADFResult(
+    result = ADFResult(
         new_means, new_variances, alpha_new, beta_new, xp.sum(log_z0), n_rejected, n_noise
     )
+    return (result, *output) if return_output else result
 
 
 def refine_prior(state):
@@ -871,9 +886,10 @@ def _output_moments(means, variances, x, bias, spike_slab):
     return m[..., 0], v[..., 0]
 
 
-def _batch_update_helps(means, variances, res, x, y, alpha_noise, beta_noise, bias, spike_slab):
+def _batch_update_helps(m0, v0, res, x, y, alpha_noise, beta_noise, bias, spike_slab):
     """Whether a batch's combined update (:func:`adf_update`, result ``res``)
-    moved the output means towards the batch's targets.
+    moved the output means towards the batch's targets (``m0``, ``v0``: the
+    output's moments before it, from the update's own forward pass).
 
     The points' updates, all taken from the same posterior, add as
     independent sites; where the points agree their sum overshoots (a
@@ -886,8 +902,7 @@ def _batch_update_helps(means, variances, res, x, y, alpha_noise, beta_noise, bi
     other row got far worse (boston with 2% of its targets 30 sd out: test
     RMSE 45.5 at 128 rows per batch against 20.4 for PBP).
     """
-    xp = array_namespace(x, *means)
-    m0, v0 = _output_moments(means, variances, x, bias, spike_slab)
+    xp = array_namespace(x, *res.means)
     m1, _ = _output_moments(res.means, res.variances, x, bias, spike_slab)
     inv_s = 1.0 / (v0 + beta_noise / (alpha_noise - 1.0))
     before = xp.sum(xp.log1p((y - m0) ** 2 * inv_s))
@@ -988,7 +1003,7 @@ def run_epoch(
             else:
                 idx = order[lo:hi]
                 x_b, y_b = X[idx], y[idx]
-            res = adf_update(
+            res, m0, v0 = adf_update(
                 means,
                 variances,
                 a_g,
@@ -998,9 +1013,10 @@ def run_epoch(
                 bias=state.bias,
                 spike_slab=spike_slab,
                 min_var=min_var,
+                return_output=True,
             )
-            if hi - lo > 1 and not _batch_update_helps(means, variances, res, x_b, y_b, a_g,
-                                                       b_g, state.bias, spike_slab):
+            if hi - lo > 1 and not _batch_update_helps(m0, v0, res, x_b, y_b, a_g, b_g,
+                                                       state.bias, spike_slab):
                 n_split += 1
                 mid = lo + (hi - lo) // 2
                 stack += [(mid, hi), (lo, mid)]

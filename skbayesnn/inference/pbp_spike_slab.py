@@ -339,7 +339,7 @@ def _relu_backward(rho, slab_mean, slab_var, relu, g_rho_out, g_mean_out, g_var_
 
 
 def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
-                return_residual2=False):
+                return_residual2=False, return_output=False):
     """SSPBP's ``log Z`` of one data point (or of each point of a batch) and its
     closed-form gradients (pbp.md §6.5).
 
@@ -394,6 +394,9 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
         spike, ``(y - m~)^2`` for the slab) weighted by their posterior
         responsibilities; only with
         ``return_residual2=True`` (for :func:`skbayesnn.inference.pbp.guard_noise_update`).
+    out_mean, out_var : arrays like ``log_z``
+        The total mean and variance of the spike-and-slab output, only with
+        ``return_output=True`` (as :func:`skbayesnn.inference.pbp.log_z_grads`).
     """
     xp = array_namespace(x, *means)
     ndim = getattr(x, "ndim", 1)
@@ -462,6 +465,9 @@ def log_z_grads(means, variances, x, y, alpha_noise, beta_noise, *, bias=True,
         r2 = w0 * (y * y) + w1 * (resid * resid)  # (m_out: the slab's mean)
         r2 = xp.where(rho_out >= 1.0, resid * resid, xp.where(rho_out <= 0.0, y * y, r2))
         per_point += (r2,)
+    if return_output:
+        total_mean = rho_out * m_out
+        per_point += (total_mean, rho_out * v_out + (1.0 - rho_out) * m_out * total_mean)
     return _log_z_grads_results(xp, ndim, grad_means, grad_variances, *per_point)
 
 
