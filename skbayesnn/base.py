@@ -30,10 +30,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import os
+import sys
 import warnings
 from numbers import Integral
 
 import numpy as np
+import sklearn
+from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
@@ -98,15 +102,36 @@ _FEW_SCALING_ROWS = 20
 
 def _warn_few_scaling_rows(n):
     if n < _FEW_SCALING_ROWS:
-        warnings.warn(
+        warn_user(
             f"The first partial_fit batch has {n} row(s), and its statistics fix the "
             "standardisation of the inputs (and of y for a regressor) for every later batch, "
             "so the noise and prior parameters stated in standardised units act on a scale "
             "estimated from these rows alone.  Pass a first batch of at least "
             f"{_FEW_SCALING_ROWS} representative rows.",
             UserWarning,
-            stacklevel=4,
         )
+
+
+# Where a warning is not the user's doing: this package, scikit-learn (the
+# _fit_context wrapper, validation) and contextlib (the context managers).
+_LIBRARY_PATHS = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(sklearn.__file__)) + os.sep,
+    os.path.abspath(contextlib.__file__),
+)
+
+
+def warn_user(message, category=UserWarning):
+    """``warnings.warn`` attributed to the user's call: the first frame outside
+    this package, scikit-learn and contextlib, however many of the library's
+    own calls lie between (a fixed ``stacklevel`` pointed into the library
+    wherever a method added a frame, e.g. an estimator's ``fit`` calling the
+    base's), so that module-based warning filters and the reported line work."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+            _LIBRARY_PATHS):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def fit_input_scaler(X, max_abs_z=None):
@@ -135,12 +160,11 @@ def fit_input_scaler(X, max_abs_z=None):
     scaler.scale_ = np.where(varies, scaler.scale_, np.inf)
     drifting = np.flatnonzero(~varies & (span > 0))
     if drifting.size:  # (not exactly constant: say so)
-        warnings.warn(
+        warn_user(
             f"X column(s) {drifting.tolist()} vary only within {_X_CONSTANT_ULPS} units in the "
             "last place (the level of rounding), so the model ignores them.  Subtract their "
             "mean first if that variation is real.",
             UserWarning,
-            stacklevel=5,
         )
     return scaler
 
@@ -210,9 +234,14 @@ def _fit_standard_scaler(values, name, ulps=_CONSTANT_ULPS):
     column that :func:`_varies` and scale 1 for the others, and the mask of
     the former; or a ValueError where the mean or the standard deviation of a
     column is not finite in float64 (values near 1e154 and beyond, whose
-    squares overflow): a model fitted on such scaling would predict NaN."""
+    squares overflow): a model fitted on such scaling would predict NaN.
+
+    The scaler always returns arrays: sklearn's ``set_output`` configuration
+    (``transform_output="pandas"`` or ``"polars"``) is for the user's
+    transformers, not for this internal one (as in sklearn's own
+    ``PowerTransformer``)."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        scaler = StandardScaler().fit(values)
+        scaler = StandardScaler().set_output(transform="default").fit(values)
     varies = _varies(values, ulps)
     _check_scaling(scaler, name, varies)
     scaler.scale_ = np.where(varies, np.sqrt(scaler.var_), 1.0)
@@ -227,13 +256,12 @@ def _fit_target_scaler(Y):
     scaler, varies = _fit_standard_scaler(Y, "y")
     constant = np.flatnonzero(~varies)
     if constant.size:
-        warnings.warn(
+        warn_user(
             f"y is constant (column(s) {constant.tolist()}) in the data that sets its "
             "scaling, so its scale is taken as 1: parameters stated in standardised "
             "units (noise levels, priors) then act in y's own units.  With "
             "partial_fit, make the first batch representative.",
             UserWarning,
-            stacklevel=4,
         )
     return scaler
 
@@ -355,13 +383,12 @@ class _BayesianEstimatorMixin:
             self.x_scaler_ = old
             raise
         if found is not None:
-            warnings.warn(
+            warn_user(
                 f"X column(s) {columns.tolist()} were constant in the data that set the input "
                 "scaling, so the model has ignored them; they vary in this batch and are "
                 "scaled by its root-mean-square deviation from that constant (floored by "
                 "max_abs_z) from now on.",
                 UserWarning,
-                stacklevel=5,  # (this generator, contextlib, partial_fit, _fit_context)
             )
 
     def _continues_fit(self):
@@ -389,6 +416,21 @@ class _BayesianEstimatorMixin:
         X = validate_data(self, X, reset=False, dtype=np.float64)
         xp = self._namespace()
         return self._scale_X(X, xp), xp
+
+    def _refuse_nonfinite_training(self, **arrays):
+        """A ValueError where training data hold NaN or infinity, which
+        ``validate_data`` lets through under
+        ``sklearn.set_config(assume_finite=True)``: a fit on them is silently
+        wrong (PBP read a NaN target as a constant ``y`` and fitted it).  One
+        pass over the data, little against any fit."""
+        if not get_config()["assume_finite"]:
+            return  # (validate_data has checked them)
+        for name, values in arrays.items():
+            if not np.all(np.isfinite(values)):
+                raise ValueError(
+                    f"{type(self).__name__} cannot train on this {name}: it contains NaN or "
+                    "infinity, which sklearn.set_config(assume_finite=True) let through."
+                )
 
     def _refuse_nan_inputs(self, X_scaled):
         """A ValueError where the (standardised) inputs hold NaN, which only
@@ -446,11 +488,10 @@ class _BayesianEstimatorMixin:
         """Array namespace for the fitted device; falls back to NumPy when a model
         fitted on a GPU is used on a machine without one."""
         if self.device_ == "cuda" and not cuda_available():
-            warnings.warn(
+            warn_user(
                 f"{type(self).__name__} was fitted on a GPU but no GPU is available "
                 "now; computing on the CPU.",
                 RuntimeWarning,
-                stacklevel=3,
             )
             return np
         return get_namespace(self.device_)
@@ -602,6 +643,7 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         # y_numeric converts only object arrays: numeric strings ("1.5") arrive as
         # str, which StandardScaler would convert, but nothing else here would
         y = np.asarray(y, dtype=np.float64)
+        self._refuse_nonfinite_training(X=X, y=y)
         Y = y.reshape(-1, 1) if y.ndim == 1 else y
         if reset:
             self._y_ndim = y.ndim
@@ -681,7 +723,7 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
             xp = self._start(X)
             self.y_scaler_ = _fit_target_scaler(Y)
             self._fit_scaled(self._scale_X(X, xp), self._scale_Y(Y, xp), xp, self._rng)
-        except Exception:
+        except BaseException:  # (an interrupt too)
             self._clear_fitted()  # no half-fitted model that partial_fit would extend
             raise
         return self
@@ -805,7 +847,7 @@ class PartialFitMixin:
                 xp = self._namespace()
             with self._training_X(X, xp) as X_scaled:
                 self._partial_fit_scaled(X_scaled, self._scale_Y(Y, xp), xp, self._rng)
-        except Exception:
+        except BaseException:
             if first:  # leave no half-built model behind: it is still unfitted
                 self._clear_fitted()
             raise
@@ -833,6 +875,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             self, X, y, reset=reset, dtype=np.float64, ensure_min_samples=min_samples
         )
         check_classification_targets(y)
+        self._refuse_nonfinite_training(X=X)
         return X, y
 
     def _set_classes(self, classes, name="y"):
@@ -896,7 +939,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             self._set_classes(y)
             xp = self._start(X)
             self._fit_scaled(self._scale_X(X, xp), self._encode(y), xp, self._rng)
-        except Exception:
+        except BaseException:  # (an interrupt too)
             self._clear_fitted()  # no half-fitted model that partial_fit would extend
             raise
         return self
@@ -940,7 +983,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                 xp = self._namespace()
             with self._training_X(X, xp) as X_scaled:
                 self._partial_fit_scaled(X_scaled, self._encode(y), xp, self._rng)
-        except Exception:
+        except BaseException:
             if first:
                 self._clear_fitted()
             raise

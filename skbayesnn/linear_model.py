@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._backend import asnumpy
-from .base import MAX_SCALE, BaseBayesianRegressor, PartialFitMixin
+from .base import MAX_SCALE, BaseBayesianRegressor, PartialFitMixin, warn_user
 from .core import linear_gaussian as lg
 
 
@@ -163,13 +163,12 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
         interpolating = rank >= stats.n - 1
         noise_free = not interpolating and rss <= 1e-14 * spec["t"]
         if auto_noise and noise_free:
-            warnings.warn(
+            warn_user(
                 "The inputs reproduce the centred targets exactly (noise-free targets), so "
                 "the evidence has no maximum in the noise precision: the fitted noise level "
                 "is the search bound, a standard deviation of about 3e-7 of the targets', "
                 "not an estimate; pass a numeric noise_precision if the targets are noisy.",
                 ConvergenceWarning,
-                stacklevel=4,
             )
         lam, alpha = lg.maximize_evidence(stats, *fixed, spec=spec)
         # The noise precision on a bound of the search: no maximum found.  The lower
@@ -178,13 +177,12 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
         at_bound = None
         if auto_noise and interpolating:
             bound = ", the search bound" if alpha >= lg.PRECISION_BOUND * (1.0 - 1e-9) else ""
-            warnings.warn(
+            warn_user(
                 "The inputs interpolate the centred targets (as when n_features >= "
                 "n_samples - 1): no residual is left to estimate the noise from, so the "
                 f"fitted noise precision ({alpha:.4g}{bound}) rests on the weights' prior "
                 "alone; pass a numeric noise_precision or more samples.",
                 ConvergenceWarning,
-                stacklevel=4,
             )
         elif fixed[1] is None and not noise_free and alpha >= lg.PRECISION_BOUND * (1.0 - 1e-9):
             at_bound = (lg.PRECISION_BOUND, "may overstate the noise (targets within about "
@@ -194,12 +192,11 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
                         "about 1e6 times the scale of the first partial_fit batch, which y is "
                         "scaled by); pass a numeric noise_precision or fit all the data at once.")
         if at_bound is not None:
-            warnings.warn(
+            warn_user(
                 f"The evidence still increases at the search bound {at_bound[0]:.4g} of the "
                 "noise precision: the fitted noise level is that bound, not a maximum, and "
                 f"{at_bound[1]}",
                 ConvergenceWarning,
-                stacklevel=4,
             )
         self.stats_ = stats
         self.prior_precision_, self.noise_precision_ = lam, alpha

@@ -83,6 +83,14 @@ class _MessagePassingMixin:
     def _alpha(self):
         return 0.0 if self.activation == "relu" else float(self.negative_slope)
 
+    def _check_schedule(self):
+        """Every entry of a sequence ``n_iter_per_batch`` checked before any
+        epoch runs (a callable's values only when asked for)."""
+        schedule = self.n_iter_per_batch
+        if not (isinstance(schedule, Integral) or callable(schedule)):
+            for epoch in range(1, max(np.size(np.asarray(schedule, dtype=object)), 1) + 1):
+                self._n_iter(epoch)
+
     def _n_iter(self, epoch):
         schedule = self.n_iter_per_batch
         if isinstance(schedule, Integral):
@@ -148,11 +156,17 @@ class _MessagePassingMixin:
     def _epochs(self, batches, n_epochs, rng, *, first_visit=False):
         """``n_epochs`` passes over ``batches``; ``first_visit``: the batches are
         new slots visited once (``partial_fit``), so they get epoch 1's schedule:
-        no damping of an empty slot (§6) and ``n_iter_per_batch(1)``."""
+        no damping of an empty slot (§6) and ``n_iter_per_batch(1)``; else
+        they are ``fit``'s, whose epochs (``state_.fit_epochs``) the schedule
+        counts."""
+        self._check_schedule()
         out = self._output()
+        st = self.state_
         for _ in range(n_epochs):
             self.n_iter_ += 1
-            epoch = 1 if first_visit else self.n_iter_
+            if not first_visit:
+                st.fit_epochs += 1
+            epoch = 1 if first_visit else st.fit_epochs
             network.run_epoch(
                 self.state_,
                 batches,
@@ -227,7 +241,7 @@ class _MessagePassingMixin:
         before = (copy.deepcopy(st), self.n_iter_, copy.deepcopy(self._rng))
         try:
             self._epochs(self._batches(X, T, order, 0), self.max_epochs, self._rng)
-        except Exception:
+        except BaseException:  # (an interrupt too: no epoch half-applied)
             self.state_, self.n_iter_, self._rng = before
             raise
         return self
@@ -238,13 +252,17 @@ class _MessagePassingMixin:
         time per call do not grow with the number of calls."""
         st = self.state_
         first_new, n_iter, n_fallback = st.n_slots, self.n_iter_, st.n_fallback
+        rng_before = copy.deepcopy(rng)
         try:
             self._train_new(X, T, xp, rng, 1, first_visit=True)
-        except Exception:
-            # e.g. divergence: drop this call's slots, so the model is the one
-            # before the call (later calls and predictions still work)
+        except BaseException:
+            # e.g. divergence, or an interrupt: drop this call's slots, so the
+            # model is the one before the call, random stream included (later
+            # calls and predictions still work; a batch half visited would
+            # otherwise be folded in by the next call)
             network.drop_slots(st, first_new)
             self.n_iter_, st.n_fallback = n_iter, n_fallback
+            self._rng = rng_before
             raise
         if st.online_slot is None:
             st.online_slot = first_new
@@ -288,7 +306,7 @@ class _MessagePassingMixin:
         # sequence's entries (its last one is repeated), one for an int
         schedule = self.n_iter_per_batch
         # (a warm fit continues the epochs: those of the next one count too)
-        last = self.max_epochs + (self.n_iter_ if self.warm_start else 0)
+        last = self.max_epochs + (self.state_.fit_epochs if self.warm_start else 0)
         if callable(schedule):
             n_distinct = last
         elif isinstance(schedule, Integral):
@@ -366,8 +384,14 @@ _TRAINING_DOC = """    prior_var : float, array-like of float or None, default=N
         ``random_state``).  It costs ``16 P`` bytes per batch (``P`` weights
         and biases) after the fit, where otherwise fit's batches are folded
         into one message (nothing revisits them), and a warm fit holds a copy
-        of them besides, to restore the model if it fails.  Other data go to
-        ``partial_fit``; a changed network or other data raise a ValueError.
+        of them besides, to restore the model if it fails.  The warm epochs
+        continue the fit's count (the iteration schedule and the damping of
+        §6; ``partial_fit`` calls in between are not counted).  Other data go
+        to ``partial_fit``; a changed network or other data raise a
+        ValueError.  This is narrower than the ``warm_start`` of sklearn's
+        ``MLPRegressor`` (go on from the last solution, on any data): here a
+        fit on other data would count the first fit's data a second time, and
+        a fit without ``warm_start`` keeps nothing to continue.
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
         (an error when CuPy or a GPU is missing), or the GPU when there is one.

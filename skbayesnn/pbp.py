@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -12,7 +11,13 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._backend import asnumpy
-from .base import MIN_SCALE, BaseBayesianRegressor, PartialFitMixin, check_hidden_layer_sizes
+from .base import (
+    MIN_SCALE,
+    BaseBayesianRegressor,
+    check_hidden_layer_sizes,
+    PartialFitMixin,
+    warn_user,
+)
 from .distributions import GaussianMixturePredictive
 from .inference import pbp, pbp_spike_slab
 
@@ -254,7 +259,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         restore = self._snapshot(log_z_curve_=list(self.log_z_curve_))
         try:
             self._train_warm(X, Y, xp)
-        except Exception:
+        except BaseException:  # (an interrupt too)
             restore()
             raise
 
@@ -378,7 +383,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         return bool(info["prior_sweep_rejected"]) and self.n_prior_sweeps_rejected_ == 1
 
     def _warn_prior_sweep(self):
-        warnings.warn(
+        warn_user(
             "PBPRegressor: an EP sweep over the prior factors changed the prior's mean "
             f"weight variance E[1/lambda] more than {pbp.MAX_PRIOR_SWEEP_RATIO:g} fold "
             "and was discarded (that epoch "
@@ -387,7 +392,6 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
             "rows, small online batches) or the prior is much tighter than the default "
             "(6, 6); n_prior_sweeps_rejected_ counts the discarded sweeps.",
             ConvergenceWarning,
-            stacklevel=3,
         )
 
     # -------------------------------------------------------------- predict

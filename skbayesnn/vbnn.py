@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -15,7 +14,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, check_scalar
 
 from ._backend import asnumpy
-from .base import MAX_SCALE, MIN_SCALE, BaseBayesianRegressor, check_hidden_layer_sizes
+from .base import MAX_SCALE, MIN_SCALE, BaseBayesianRegressor, check_hidden_layer_sizes, warn_user
 from .distributions import GaussianMixturePredictive
 from .inference.vbnn import cavi, predict, selection, svi
 from .inference.vbnn.shrinkage import FAMILIES, ShrinkagePrior
@@ -289,13 +288,12 @@ class VBNNRegressor(BaseBayesianRegressor):
                 # The linear fit interpolates: its residual is rounding, and the
                 # floored prior gave predictive sds 25-90 times too small (3 rows).
                 resid_var = Yh.var(axis=0)
-                warnings.warn(
+                warn_user(
                     "VBNNRegressor: with n_samples <= n_features + 1 a linear fit "
                     "interpolates the data, so the noise prior's default takes a quarter of "
                     "y's variance instead of the fit's residual variance; pass noise_prior "
                     "to set it.",
                     UserWarning,
-                    stacklevel=4,
                 )
             # A quarter of the linear fit's residual variance, per output (one
             # output's worst fit would otherwise set every output's noise),
@@ -360,13 +358,12 @@ class VBNNRegressor(BaseBayesianRegressor):
         self.elbo_history_ = self.elbo_histories_[int(np.argmax(self.elbos_))]
         self.n_iter_ = max(len(h) for h in self.elbo_histories_)
         if not np.all(self.converged_):
-            warnings.warn(
+            warn_user(
                 f"VBNNRegressor: {int(np.sum(~self.converged_))} of {self.n_restarts} "
                 f"restart(s) stopped at max_iter={self.max_iter} before the relative ELBO "
                 f"change stayed below tol={self.tol:g} (converged_ says which); raise "
                 "max_iter or tol.",
                 ConvergenceWarning,
-                stacklevel=4,
             )
         self._log(
             f"{self.n_restarts} restart(s): final ELBOs {np.round(self.elbos_, 3)}, "
@@ -553,12 +550,11 @@ class VBNNRegressor(BaseBayesianRegressor):
             The fitted estimator.
         """
         if hasattr(self, "selected_features_"):
-            warnings.warn(
+            warn_user(
                 "VBNNRegressor.fit on a sparse copy made by select_nodes trains the full "
                 "network of its parameters (the selection is not one of them); call "
                 "select_nodes on the new fit for a sparse model.",
                 UserWarning,
-                stacklevel=2,
             )
         return super().fit(X, y)
 

@@ -514,6 +514,11 @@ def test_iteration_schedule_as_a_sequence(rng):
                        ([1.5], r"n_iter_per_batch\[0\] must be a positive int")):
         with pytest.raises(ValueError, match=match):
             MessagePassingRegressor(n_iter_per_batch=bad, **kw).fit(X, y)
+    # every entry is checked before the first epoch, also those no epoch reaches
+    reg = MessagePassingRegressor(n_iter_per_batch=[1, 0], **{**kw, "max_epochs": 1})
+    with pytest.raises(ValueError, match=r"n_iter_per_batch\[1\] must be a positive int"):
+        reg.fit(X, y)
+    assert not hasattr(reg, "state_")
 
 
 @pytest.mark.parametrize("Estimator", [MessagePassingRegressor, MessagePassingClassifier])
@@ -558,6 +563,79 @@ def test_warm_start_continues_the_fit_as_one_longer_fit(rng, monkeypatch, Estima
     plain = Estimator(max_epochs=4, **kw).fit(X, y)
     assert plain.state_.n_slots == 1
     np.testing.assert_array_equal(plain.predict(X), once.predict(X))
+
+
+def test_warm_fit_after_partial_fit_continues_the_fits_epoch_count(rng):
+    # §6's schedule and damping count the passes over fit's batches: a warm
+    # fit after partial_fit calls (each visiting its own batch once, as epoch
+    # 1) runs epochs 3 and 4 of a 2-epoch fit, not epochs 3 + (the calls).
+    X = rng.normal(size=(64, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=64)
+    epochs = []
+
+    def schedule(epoch):
+        epochs.append(epoch)
+        return 1
+
+    reg = MessagePassingRegressor((4,), batch_size=32, max_epochs=2, n_iter_per_batch=schedule,
+                                  warm_start=True, random_state=0).fit(X, y)
+    for i in range(5):
+        reg.partial_fit(X[i:i + 1], y[i:i + 1])
+    assert epochs == [1, 2] + [1] * 5
+    reg.fit(X, y)
+    assert epochs[7:] == [3, 4]
+    assert reg.n_iter_ == 2 + 5 + 2 and reg.state_.fit_epochs == 4
+
+
+def test_refused_or_interrupted_partial_fit_leaves_the_model_as_it_was(rng, monkeypatch):
+    # The model after a refused call is the one before it, random stream
+    # included: the next call gives what it gives on a model that never saw
+    # the refused batch.
+    X = rng.normal(size=(80, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=80)
+    kw = dict(hidden_layer_sizes=(8,), batch_size=16, random_state=0)
+    refused = MessagePassingRegressor(**kw).partial_fit(X[:40], y[:40])
+    plain = MessagePassingRegressor(**kw).partial_fit(X[:40], y[:40])
+    with pytest.raises(ValueError, match="diverged"):
+        refused.partial_fit(X[40:60], y[40:60] * 1e200)
+    refused.partial_fit(X[40:], y[40:])
+    plain.partial_fit(X[40:], y[40:])
+    # (to rounding: the refusal rebuilt the posterior from its slots; with the
+    # random stream moved on by the refused batch they differed by 0.2)
+    np.testing.assert_allclose(refused.predict(X), plain.predict(X), rtol=1e-12, atol=1e-12)
+    # An interrupt (Ctrl-C) in the middle of a call, of a fit or of a warm
+    # fit leaves no batch half counted: the call's slots are dropped, a fit
+    # leaves no model, a warm fit the one before.
+    real = network.train_batch
+    calls = []
+
+    def interrupt_second_visit(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # after one batch's visit is done
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    before = plain.predict(X)
+    n_slots, n_iter = plain.state_.n_slots, plain.n_iter_
+    monkeypatch.setattr(network, "train_batch", interrupt_second_visit)
+    with pytest.raises(KeyboardInterrupt):
+        plain.partial_fit(X[:40], y[:40])
+    assert (plain.state_.n_slots, plain.n_iter_) == (n_slots, n_iter)
+    np.testing.assert_allclose(plain.predict(X), before, rtol=1e-12, atol=1e-12)
+    fresh = MessagePassingRegressor(max_epochs=3, **kw)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        fresh.fit(X, y)
+    assert not hasattr(fresh, "state_") and not hasattr(fresh, "n_iter_")
+    monkeypatch.setattr(network, "train_batch", real)
+    warm = MessagePassingRegressor(max_epochs=1, warm_start=True, **kw).fit(X, y)
+    before = warm.predict(X)
+    monkeypatch.setattr(network, "train_batch", interrupt_second_visit)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        warm.set_params(max_epochs=3).fit(X, y)
+    assert warm.n_iter_ == 1 and warm.state_.fit_epochs == 1
+    np.testing.assert_array_equal(warm.predict(X), before)
 
 
 def test_warm_start_refuses_what_it_cannot_continue(rng):

@@ -508,3 +508,26 @@ def test_a_warm_start_the_model_cannot_take_leaves_it_as_it_was(rng):
     model.fit(X, y)
     reference.fit(X, y)
     np.testing.assert_array_equal(model.predict(X), reference.predict(X))
+
+
+def test_an_interrupted_warm_start_leaves_the_model_as_it_was(rng, monkeypatch):
+    # Ctrl-C after some of a warm fit's epochs: none of them is kept (they
+    # would otherwise count the data again when the user repeats the call).
+    X = rng.normal(size=(60, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=60)
+    model = PBPRegressor((4,), max_epochs=2, warm_start=True, random_state=0).fit(X, y)
+    before = model.predict(X)
+    n_iter, curve = model.n_iter_, list(model.log_z_curve_)
+    real, calls = pbp.run_epoch, []
+
+    def interrupt_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pbp, "run_epoch", interrupt_second)
+    with pytest.raises(KeyboardInterrupt):
+        model.set_params(max_epochs=3).fit(X, y)
+    assert model.n_iter_ == n_iter and model.log_z_curve_ == curve
+    np.testing.assert_array_equal(model.predict(X), before)

@@ -138,6 +138,10 @@ class MPState:
     fit_order: object = None
     fit_batch_size: int | None = None
     fit_data_hash: str | None = None
+    #: Epochs run over ``fit``'s batch slots (``partial_fit`` calls not
+    #: counted): the epoch of the §6 schedule and damping that a warm fit
+    #: continues.
+    fit_epochs: int = 0
 
     @property
     def xp(self):
