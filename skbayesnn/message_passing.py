@@ -26,6 +26,7 @@ from .base import (
     BaseBayesianRegressor,
     PartialFitMixin,
     check_hidden_layer_sizes,
+    warn_user,
 )
 from .inference.message_passing import likelihood, network
 
@@ -178,10 +179,14 @@ class _MessagePassingMixin:
                 per_example=self.memory == "per_example",
             )
             if not network.is_finite(self.state_):
+                where = ("this partial_fit batch, which is refused" if first_visit
+                         else f"epoch {self.n_iter_}")
+                values = ("inputs or targets (every batch is standardised with the first "
+                          "call's scaling)" if first_visit else "inputs")
                 raise ValueError(
                     f"{type(self).__name__} training diverged: the weight posterior is not "
-                    f"finite after epoch {self.n_iter_}.  The messages overflow with extreme "
-                    f"inputs{self._divergence_hint()}."
+                    f"finite after {where}.  The messages overflow with extreme "
+                    f"{values}{self._divergence_hint()}."
                 )
             self._log(f"epoch {self.n_iter_}", level=2)
         self._log(
@@ -206,6 +211,17 @@ class _MessagePassingMixin:
         independent of the number of batches.  With it they are kept, with
         the order that cut the data into them, for :meth:`_fit_warm`.
         """
+        if X.shape[0] <= self.batch_size and self.max_epochs > 1:
+            # (200 rows of sin(2x) + N(0, 0.1^2): test R^2 0.626 at the defaults,
+            # 0.639 with 100 epochs; 0.901 with batch_size=32, and with one
+            # epoch of 60 iterations)
+            warn_user(
+                f"{type(self).__name__}: all {X.shape[0]} rows fit in one batch (batch_size="
+                f"{self.batch_size}), and every epoch restarts that batch from the prior "
+                f"(§6), so max_epochs={self.max_epochs} adds little over one epoch.  Use a "
+                "smaller batch_size (e.g. 32), or max_epochs=1 with more n_iter_per_batch.",
+                UserWarning,
+            )
         order = self._train_new(X, T, xp, rng, self.max_epochs)
         st = self.state_
         if self.warm_start:
@@ -526,6 +542,11 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
 
     def _output(self):
         return network.regression_output(float(self.noise_std) ** 2)
+
+    @property
+    def _fixed_noise_param(self):
+        # the predictive's noise (base._warn_if_noise_too_small)
+        return "noise_std" if self.predictive_noise_std is None else "predictive_noise_std"
 
     def _divergence_hint(self):
         return (f", or with a very small noise_std (here {self.noise_std!r}); rescale the "

@@ -285,19 +285,34 @@ def _mean_over_outputs(func, y_true, y_dist, *args, name=None, **kwargs):
     return float(np.mean([func(y, d, *args, **kwargs) for y, d in columns]))
 
 
+#: The metric of numbers (means, standard deviations, bounds) that a user
+#: holding arrays wants in place of each metric of a distribution.
+_ARRAY_FORMS = {
+    "nlpd": "gaussian_nlpd(y_true, y_mean, y_std)",
+    "crps": "crps_gaussian(y_true, y_mean, y_std)",
+    "coverage": "interval_coverage(y_true, lower, upper)",
+    "mean_interval_width": "interval_width(lower, upper)",
+}
+
+
 def _require(y_dist, method, func_name, hint=""):
     fn = getattr(y_dist, method, None)
     if not callable(fn):
+        if func_name in _ARRAY_FORMS and (isinstance(y_dist, (np.ndarray, list, tuple, Real))):
+            hint += f" For predictions given as arrays use {_ARRAY_FORMS[func_name]}."
         raise TypeError(
-            f"{func_name} needs a predictive distribution with a `{method}` method; got "
-            f"{type(y_dist).__name__}.{hint}"
+            f"{func_name} needs a predictive distribution with "
+            f"{'an' if method[0] in 'aeiou' else 'a'} `{method}` method (e.g. "
+            f"an estimator's predict_dist(X)); got {type(y_dist).__name__}.{hint}"
         )
     return fn
 
 
 def _check_confidence(confidence):
     if not isinstance(confidence, Real) or not (0.0 < float(confidence) < 1.0):
-        raise ValueError(f"confidence must be a float in (0, 1); got {confidence!r}.")
+        shown = (f"an array of shape {np.shape(confidence)}" if np.ndim(confidence)
+                 else repr(confidence))
+        raise ValueError(f"confidence must be a float in (0, 1); got {shown}.")
     return float(confidence)
 
 
@@ -672,9 +687,11 @@ def crps(y_true, y_dist, *, sample_weight=None):
         return crps_gaussian(
             y, _flat(y_dist.mean()), _flat(y_dist.std()), sample_weight=sample_weight
         )
+    hint = (f" For predictions given as arrays use {_ARRAY_FORMS['crps']}."
+            if isinstance(y_dist, (np.ndarray, list, tuple, Real)) else "")
     raise TypeError(
         "crps has closed forms for NormalPredictive and GaussianMixturePredictive "
-        f"(or a frozen scipy.stats.norm); got {type(y_dist).__name__}."
+        f"(or a frozen scipy.stats.norm); got {type(y_dist).__name__}.{hint}"
     )
 
 
@@ -761,8 +778,9 @@ def coverage(y_true, y_dist, confidence=0.95, *, sample_weight=None):
         For several outputs, the mean over outputs (the weighted fraction of
         all targets covered).
     """
-    confidence = _check_confidence(confidence)
+    # (the distribution first: coverage(y, lower, upper) is the likelier mistake)
     interval = _require(y_dist, "interval", "coverage")
+    confidence = _check_confidence(confidence)
     per_output = _mean_over_outputs(coverage, y_true, y_dist, confidence,
                                     sample_weight=sample_weight)
     if per_output is not None:
@@ -792,8 +810,9 @@ def mean_interval_width(y_dist, confidence=0.95, *, sample_weight=None):
         deviation.  For a predictive of batch shape ``(n_samples,
         n_outputs)``, the mean over outputs.
     """
-    confidence = _check_confidence(confidence)
+    # (the distribution first: coverage(y, lower, upper) is the likelier mistake)
     interval = _require(y_dist, "interval", "mean_interval_width")
+    confidence = _check_confidence(confidence)
     lo, hi = interval(confidence)
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
@@ -935,6 +954,13 @@ def _check_proba(y_true, y_proba, classes):
     Returns ``(y_index, proba, classes)`` with ``proba`` float64 of shape
     ``(n, C)`` (rows renormalised after validation) and ``y_index`` in ``0..C-1``.
     """
+    if (not hasattr(y_proba, "proba") and not hasattr(y_proba, "__array__")
+            and callable(getattr(y_proba, "logpdf", None))):
+        raise TypeError(
+            f"y_proba must be class probabilities (predict_proba(X), or a classifier's "
+            f"predict_dist(X)); got {type(y_proba).__name__}, a regression predictive: "
+            "use nlpd, crps, coverage or regression_calibration_error on it."
+        )
     if classes is None and hasattr(y_proba, "proba") and not isinstance(y_proba, np.ndarray):
         classes = getattr(y_proba, "classes", None)
     y = column_or_1d(

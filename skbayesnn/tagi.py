@@ -185,9 +185,10 @@ class _TAGIMixin:
             self.posterior_ = before
             raise _Diverged(
                 f"{type(self).__name__} training diverged: the weight posterior is not "
-                "finite after a pass over the data.  The updates overflow with inputs "
-                "far outside the training scale (partial_fit standardises every batch as "
-                "the first) or a very large gain_w / gain_b; rescale X or reduce the gains."
+                "finite after a pass over the data.  The updates overflow with inputs or "
+                "targets far outside the training scale (partial_fit standardises every "
+                "batch as the first) or a very large gain_w / gain_b; rescale X or y, or "
+                "reduce the gains."
             )
         self.n_combined_ += n_combined
         self.n_split_ += n_split
@@ -254,6 +255,8 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
         Hold out ``validation_fraction`` of the training rows, track their
         predictive log-likelihood after every epoch and keep the posterior of the
         best epoch (tagi.md §6: the epoch count acts as an empirical-Bayes choice).
+        ``fit`` only: ``partial_fit`` trains on every row it is given, as
+        sklearn's ``MLPRegressor`` does.
     validation_fraction : float in (0, 1), default=0.1
         Share of rows held out when ``early_stopping=True``.
     n_iter_no_change : int, default=10
@@ -308,6 +311,8 @@ class TAGIRegressor(_TAGIMixin, PartialFitMixin, BaseBayesianRegressor):
     >>> reg = TAGIRegressor(hidden_layer_sizes=(30,), random_state=0).fit(X, y)
     >>> mean, std = reg.predict(X[:3], return_std=True)
     """
+
+    _fixed_noise_param = "sigma_v"
 
     _parameter_constraints: dict = {
         **BaseBayesianRegressor._parameter_constraints,
@@ -445,7 +450,8 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
         Hold out ``validation_fraction`` of the training rows, track their mean
         log-probability of the true class after every epoch and keep the
         posterior of the best epoch (tagi.md §6; the paper's MNIST protocol
-        early-stops on a held-out part).
+        early-stops on a held-out part).  ``fit`` only, as for
+        :class:`TAGIRegressor`.
     validation_fraction : float in (0, 1), default=0.1
     n_iter_no_change : int, default=10
         As in :class:`TAGIRegressor`.

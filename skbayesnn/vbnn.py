@@ -412,8 +412,9 @@ class VBNNRegressor(BaseBayesianRegressor):
         -------
         dist : NormalPredictive or GaussianMixturePredictive
             With one restart, the closed-form Gaussian of vbnn.md §10.2 with its
-            ``epistemic_var`` (weights and activations) and ``aleatoric_var``
-            (the output noise ``E[eta^2]``).  With several, their mixture with
+            ``epistemic_var`` (weights and activations: it includes the hidden
+            units' noise, so it does not vanish with more data) and
+            ``aleatoric_var`` (the output noise ``E[eta^2]``).  With several, their mixture with
             weights ``weights_`` (vbnn.md §11), the same two parts separated.
         """
         if not hasattr(self, "members_") or len(self.members_) == 1:

@@ -1,5 +1,7 @@
 """MessagePassingRegressor / MessagePassingClassifier (skbayesnn.message_passing)."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -596,7 +598,8 @@ def test_refused_or_interrupted_partial_fit_leaves_the_model_as_it_was(rng, monk
     kw = dict(hidden_layer_sizes=(8,), batch_size=16, random_state=0)
     refused = MessagePassingRegressor(**kw).partial_fit(X[:40], y[:40])
     plain = MessagePassingRegressor(**kw).partial_fit(X[:40], y[:40])
-    with pytest.raises(ValueError, match="diverged"):
+    with pytest.raises(ValueError, match="after this partial_fit batch, which is refused.*"
+                       "extreme inputs or targets"):
         refused.partial_fit(X[40:60], y[40:60] * 1e200)
     refused.partial_fit(X[40:], y[40:])
     plain.partial_fit(X[40:], y[40:])
@@ -678,3 +681,22 @@ def test_warm_start_refuses_what_it_cannot_continue(rng):
     reg.set_params(n_iter_per_batch=[1, 1, 3]).fit(X, y)
     assert reg.memory_bytes(200) > clone(reg).set_params(warm_start=False).fit(
         X, y).memory_bytes(200)
+
+
+def test_epochs_over_a_single_batch_warn_that_they_add_little(rng):
+    # With every row in one batch each epoch restarts it from the prior (§6):
+    # on 200 rows of a curve, 100 epochs gave test R^2 0.639 against 0.626 for
+    # the default 20, and 0.901 with batch_size=32.  That is said; a fit that
+    # has two batches, or one epoch, is not told.
+    X = rng.uniform(-2, 2, size=(60, 1))
+    y = np.sin(2 * X[:, 0])
+    kw = dict(hidden_layer_sizes=(4,), random_state=0, noise_std=1.0)
+    with pytest.warns(UserWarning, match="all 60 rows fit in one batch.*max_epochs=3"):
+        MessagePassingRegressor(batch_size=60, max_epochs=3, **kw).fit(X, y)
+    with pytest.warns(UserWarning, match="all 60 rows fit in one batch"):
+        MessagePassingClassifier(batch_size=64, max_epochs=2, hidden_layer_sizes=(4,),
+                                 random_state=0).fit(X, y > 0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*fit in one batch")
+        MessagePassingRegressor(batch_size=59, max_epochs=3, **kw).fit(X, y)
+        MessagePassingRegressor(batch_size=60, max_epochs=1, **kw).fit(X, y)

@@ -1175,3 +1175,26 @@ def test_multi_output_metrics_take_frozen_scipy_distributions(rng):
     per_column = sum(-np.mean(stats.t(df, mean[:, j], sd[j]).logpdf(y[:, j]))
                      for j, df in enumerate((3.0, 5.0)))
     assert M.nlpd(y, t) == pytest.approx(per_column, rel=1e-12)
+
+
+def test_mistaken_arguments_name_the_metric_that_fits_them(rng):
+    # Arrays where a distribution is expected point to the metric of arrays;
+    # a regression predictive given to a class metric says what it is (it
+    # had failed inside NumPy: "unsupported operand ... NormalPredictive").
+    y = rng.normal(size=20)
+    mean, std = y + 0.1, np.full(20, 0.5)
+    for call, want in (
+        (lambda: M.nlpd(y, mean), r"gaussian_nlpd\(y_true, y_mean, y_std\)"),
+        (lambda: M.crps(y, mean), r"crps_gaussian\(y_true, y_mean, y_std\)"),
+        (lambda: M.coverage(y, mean - std, mean + std), r"interval_coverage\(y_true, lower"),
+        (lambda: M.mean_interval_width(mean), r"interval_width\(lower, upper\)"),
+    ):
+        with pytest.raises(TypeError, match=want):
+            call()
+    dist = NormalPredictive(mean, std**2)
+    labels = (y > 0).astype(int)
+    for metric in (M.expected_calibration_error, M.brier_score, M.categorical_nll):
+        with pytest.raises(TypeError, match="NormalPredictive, a regression predictive"):
+            metric(labels, dist)
+    with pytest.raises(ValueError, match=r"got an array of shape \(20,\)"):
+        M.coverage(y, dist, mean)

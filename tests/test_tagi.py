@@ -556,3 +556,14 @@ def test_early_stopping_keeps_the_row_order_without_shuffle(rng, monkeypatch):
     train = np.setdiff1d(np.arange(40), reg.validation_indices_)
     for order in orders:
         np.testing.assert_array_equal(order, train)
+
+
+def test_partial_fit_trains_on_every_row_whatever_early_stopping_says(rng):
+    # early_stopping is fit's: partial_fit holds nothing out (the docstring).
+    X = rng.normal(size=(60, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=60)
+    kw = dict(hidden_layer_sizes=(4,), random_state=0)
+    stopped = TAGIRegressor(early_stopping=True, **kw).partial_fit(X, y)
+    plain = TAGIRegressor(**kw).partial_fit(X, y)
+    np.testing.assert_array_equal(stopped.predict(X), plain.predict(X))
+    assert not hasattr(stopped, "validation_scores_")
