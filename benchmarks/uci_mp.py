@@ -47,6 +47,7 @@ epoch (the work is per example) and give 8x the visits.
 
 import argparse
 import time
+import warnings
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -117,6 +118,10 @@ def run_split(
     hidden=(64, 64),
     predictive_grid=None,
 ):
+    # the noise searches' candidates of too small a noise say so (their point),
+    # and a small data set's cross-validation folds may fit in one batch
+    warnings.filterwarnings("ignore", message=".*predictive intervals are too narrow")
+    warnings.filterwarnings("ignore", message=".*fit in one batch")
     d = load_uci(name, split, data_home=data_home)
     start = time.perf_counter()
     model = MessagePassingRegressor(

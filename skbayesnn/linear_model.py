@@ -91,6 +91,15 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
     (2,)
     """
 
+    @property
+    def _fixed_noise_param(self):
+        # a numeric noise_precision is not learned (base._warn_if_noise_too_small)
+        return None if isinstance(self.noise_precision, str) else "noise_precision"
+
+    def _noise_remedy(self, name):
+        return ('Leave noise_precision="auto" (the evidence then sets it), or choose it by '
+                "cross-validation.")
+
     _parameter_constraints: dict = {
         **BaseBayesianRegressor._parameter_constraints,
         "prior_precision": [Interval(Real, 0, MAX_SCALE, closed="right"), StrOptions({"auto"})],

@@ -15,6 +15,7 @@ from numbers import Integral, Real
 
 import joblib
 import numpy as np
+from sklearn.base import is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils import check_scalar
 from sklearn.utils.validation import check_is_fitted
@@ -83,6 +84,11 @@ class _MessagePassingMixin:
 
     def _alpha(self):
         return 0.0 if self.activation == "relu" else float(self.negative_slope)
+
+    def _resolve_device(self):
+        # One example at a time (§6): on a GPU every step is many small array
+        # operations, where the CPU runs the compiled kernel; "auto" picks the CPU.
+        return "cpu" if self.device == "auto" else super()._resolve_device()
 
     def _check_schedule(self):
         """Every entry of a sequence ``n_iter_per_batch`` checked before any
@@ -181,8 +187,11 @@ class _MessagePassingMixin:
             if not network.is_finite(self.state_):
                 where = ("this partial_fit batch, which is refused" if first_visit
                          else f"epoch {self.n_iter_}")
-                values = ("inputs or targets (every batch is standardised with the first "
-                          "call's scaling)" if first_visit else "inputs")
+                values = "inputs"
+                if first_visit:  # (a classifier's labels are not scaled)
+                    values = ("inputs (every batch is standardised with the first call's "
+                              "scaling)" if is_classifier(self) else "inputs or targets "
+                              "(every batch is standardised with the first call's scaling)")
                 raise ValueError(
                     f"{type(self).__name__} training diverged: the weight posterior is not "
                     f"finite after {where}.  The messages overflow with extreme "
@@ -219,7 +228,8 @@ class _MessagePassingMixin:
                 f"{type(self).__name__}: all {X.shape[0]} rows fit in one batch (batch_size="
                 f"{self.batch_size}), and every epoch restarts that batch from the prior "
                 f"(§6), so max_epochs={self.max_epochs} adds little over one epoch.  Use a "
-                "smaller batch_size (e.g. 32), or max_epochs=1 with more n_iter_per_batch.",
+                "batch_size below the number of rows (e.g. a tenth of them), or max_epochs=1 "
+                "with more n_iter_per_batch.",
                 UserWarning,
             )
         order = self._train_new(X, T, xp, rng, self.max_epochs)
@@ -410,7 +420,10 @@ _TRAINING_DOC = """    prior_var : float, array-like of float or None, default=N
         a fit without ``warm_start`` keeps nothing to continue.
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
-        (an error when CuPy or a GPU is missing), or the GPU when there is one.
+        (an error when CuPy or a GPU is missing).  ``"auto"`` is the CPU: the
+        schedule of §6 takes one example at a time, which the CPU runs in a
+        compiled kernel and a GPU as many small array operations, each a
+        kernel launch, per example and layer.
     random_state : int, RandomState instance or None, default=None
         Seeds the prior means, the batches and the example order.
     verbose : int, default=0
@@ -547,6 +560,11 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
     def _fixed_noise_param(self):
         # the predictive's noise (base._warn_if_noise_too_small)
         return "noise_std" if self.predictive_noise_std is None else "predictive_noise_std"
+
+    def _noise_remedy(self, name):
+        return ("Set predictive_noise_std, which prediction reads (no refit), and choose it "
+                "(and noise_std) by cross-validation, e.g. GridSearchCV with "
+                "scoring=skbayesnn.metrics.neg_nlpd_scorer.")
 
     def _divergence_hint(self):
         return (f", or with a very small noise_std (here {self.noise_std!r}); rescale the "

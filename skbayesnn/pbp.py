@@ -125,7 +125,10 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         ValueError and leave the model as it was, as ``partial_fit`` does.
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where fitting and prediction run: NumPy on the CPU, CuPy on a CUDA GPU
-        (an error when CuPy or a GPU is missing), or the GPU when there is one.
+        (an error when CuPy or a GPU is missing).  ``"auto"`` is the GPU when
+        there is one and ``batch_size > 1``, else the CPU: with
+        ``batch_size=1`` PBP takes one point at a time, which the CPU runs in
+        a compiled kernel and a GPU as many small array operations per point.
     random_state : int, RandomState instance or None, default=None
         Seeds the initial weight means and the shuffling.
     verbose : int, default=0
@@ -249,6 +252,12 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+
+    def _resolve_device(self):
+        # one point at a time on a GPU: many small array operations per point
+        if self.device == "auto" and self.batch_size == 1:
+            return "cpu"
+        return super()._resolve_device()
 
     # ------------------------------------------------------------------ fit
     def _warm_fit_scaled(self, X, Y, xp):

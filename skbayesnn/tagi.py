@@ -5,6 +5,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.base import is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .base import (
@@ -183,11 +184,13 @@ class _TAGIMixin:
         )
         if not self.posterior_.is_finite():
             self.posterior_ = before
+            values, which = (("inputs", "X") if is_classifier(self)
+                             else ("inputs or targets", "X or y"))
             raise _Diverged(
                 f"{type(self).__name__} training diverged: the weight posterior is not "
-                "finite after a pass over the data.  The updates overflow with inputs or "
-                "targets far outside the training scale (partial_fit standardises every "
-                "batch as the first) or a very large gain_w / gain_b; rescale X or y, or "
+                "finite after a pass over the data.  The updates overflow with "
+                f"{values} far outside the training scale (partial_fit standardises every "
+                f"batch as the first) or a very large gain_w / gain_b; rescale {which}, or "
                 "reduce the gains."
             )
         self.n_combined_ += n_combined

@@ -514,3 +514,21 @@ def test_noise_prior_default_where_a_linear_fit_interpolates(rng):
         warnings.simplefilter("ignore", ConvergenceWarning)
         X5 = rng.uniform(-2, 2, size=(5, 3))
         VBNNRegressor((4,), random_state=0, max_iter=5).fit(X5, X5[:, 0] + rng.normal(size=5))
+
+
+def test_a_cholesky_that_returns_nan_raises_as_numpys_does():
+    # CuPy's cholesky returns NaN for a matrix that is not positive definite,
+    # where NumPy raises LinAlgError: the predictive's draws had then been NaN
+    # on a GPU only.  Both raise now.
+    from types import SimpleNamespace
+
+    from skbayesnn.inference.vbnn.predict import _cholesky
+
+    bad = np.array([[1.0, 2.0], [2.0, 1.0]])
+    nan_linalg = SimpleNamespace(cholesky=lambda a: np.full_like(a, np.nan))
+    like_cupy = SimpleNamespace(linalg=nan_linalg, all=np.all, isfinite=np.isfinite)
+    for xp in (np, like_cupy):
+        with pytest.raises(np.linalg.LinAlgError):
+            _cholesky(xp, bad)
+    good = np.array([[2.0, 1.0], [1.0, 2.0]])
+    np.testing.assert_allclose(_cholesky(np, good) @ _cholesky(np, good).T, good)

@@ -231,7 +231,9 @@ def gaussian_division(tau1, rho1, tau2, rho2, *, tol=0.0):
     """
     xp = array_namespace(tau1, rho1, tau2, rho2, tol)
     tau1, rho1, tau2, rho2 = _as_float(xp, tau1, rho1, tau2, rho2)
-    if bool(xp.any(xp.asarray(tol) < 0)):
+    # (a Python number is checked on the host: no copy and sync per call on a GPU)
+    negative = tol < 0 if isinstance(tol, (int, float)) else bool(xp.any(xp.asarray(tol) < 0))
+    if negative:
         raise ValueError("gaussian_division needs tol >= 0.")
     d_rho = rho1 - rho2
     d_tau = tau1 - tau2

@@ -995,10 +995,12 @@ def run_epoch(
         # (a stack of row ranges: a batch whose combined update overshoots is
         # replaced by its two halves, first half on top)
         stack = [(start, min(start + batch_size, n)) for start in range(0, n, batch_size)][::-1]
+        # single points' indices read on the host (one copy, not a device sync per point)
+        host_order = asnumpy(order)
         while stack:
             lo, hi = stack.pop()
             if hi - lo == 1:
-                i = int(order[lo])
+                i = int(host_order[lo])
                 x_b, y_b = X[i], y[i]
             else:
                 idx = order[lo:hi]

@@ -287,6 +287,9 @@ class _ActiveBatch:
         # message before it first reads it (and reads no bias message when
         # there are no biases).
         self.workspace, self.zero_messages = workspace, zero_messages
+        # LeakyReLU forward fallbacks of the array path, summed in the
+        # namespace (read once per visit: no device sync per example step)
+        self.n_fallback = 0
         # After a kernel visit the example messages are scratch: the last
         # iteration's are not stored and the first layer's are laid out
         # transposed (_visit_kernel); only the marginals q are results.
@@ -404,7 +407,7 @@ class _ActiveBatch:
             tb, rb = self.back[layer - 1]
             ta, ra = tb[idx], rb[idx]
             a_m, a_v, used = activation.leaky_relu_forward(z_m, z_v, ta, ra, alpha)
-            st.n_fallback += int(xp.sum(~used & (ra > 0)))
+            self.n_fallback = self.n_fallback + xp.sum(~used & (ra > 0))
             # input marginal q(x) = forward x stored backward (§5.3), floored
             tf, rf = to_natural(a_m, a_v)
             x_m, x_v = _moments(tf + ta, rf + ra)
@@ -624,15 +627,16 @@ def train_batch(
         _visit_kernel(active, X, target, order, n_iter, output.kernel_spec)
         _commit(state, active, rate)
         return
+    order_x = xp.asarray(order) if xp is not np else order  # (one copy to the device)
     for it in range(n_iter):
         if not per_example and it > 0:
             active.reset_messages()
         for start in range(0, n, chunk_size):
-            idx = order[start : start + chunk_size]
-            idx_x = xp.asarray(idx) if xp is not np else idx
+            idx_x = order_x[start : start + chunk_size]
             active.step(X[idx_x], target[idx_x], idx_x, output)
         if per_example and it < n_iter - 1:  # the last marginals are only read by the commit
             active.recompute()
+    state.n_fallback += int(active.n_fallback)
     _commit(state, active, rate)
 
 

@@ -104,6 +104,7 @@ class VBNNState:
             "B",
             "alpha",
             "beta",
+            "beta0",  # (one per output: an array)
             "rho",
             "A",
             "t",

@@ -129,6 +129,16 @@ def sample_predictive(test, n_samples, rng):
     return sample_given_output(test, output_factor_sampler(test), seeds, rng)
 
 
+def _cholesky(xp, a):
+    """``xp.linalg.cholesky(a)``, with NumPy's ``LinAlgError`` where the factor
+    is not finite: CuPy returns NaN where NumPy raises, and the draws would
+    then be NaN on a GPU only."""
+    chol = xp.linalg.cholesky(a)
+    if not bool(xp.all(xp.isfinite(chol))):
+        raise np.linalg.LinAlgError("Matrix is not positive definite")
+    return chol
+
+
 def output_factor_sampler(state):
     """A function of a Generator that draws the output weights ``(n_out, k)``
     and noise variances ``(n_out,)`` from ``q`` (global factors only: ``state``
@@ -138,7 +148,7 @@ def output_factor_sampler(state):
     # B may be singular after node selection (dropped weights are point masses).
     k_out = state.B[L].shape[-1]
     jitter = 1e-12 * xp.max(xp.abs(state.B[L])) * xp.eye(k_out, dtype=state.B[L].dtype)
-    chol_B = xp.linalg.cholesky(state.B[L] + jitter)
+    chol_B = _cholesky(xp, state.B[L] + jitter)
     n_out, k = state.m[L].shape
     alpha = asnumpy(state.alpha[L])
 
@@ -158,7 +168,7 @@ def sample_given_output(test, draw_output, seeds, rng):
     xp = array_namespace(test.m[0])
     L = test.n_layers - 1
     n = test.Ea[0].shape[0]
-    chol_S = [xp.linalg.cholesky(test.S[j]) for j in range(L)]
+    chol_S = [_cholesky(xp, test.S[j]) for j in range(L)]
     out = []
     for seed in seeds:
         w, eta2 = draw_output(np.random.default_rng(seed))
