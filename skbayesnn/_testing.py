@@ -7,6 +7,15 @@ GPU.  Running a core routine with ``xp`` therefore proves it reaches every
 operation through the namespace it was given (``xp.exp``, ``xp.where``,
 ``special(xp).ndtr``...) and never through ``numpy`` or ``scipy`` directly.
 Operators (``a + b``, ``a @ b``) and array methods remain allowed, as on CuPy.
+
+It also refuses what CuPy refuses, so that code mixing the host and the device
+fails here as it would on a GPU: NumPy arrays as operands of the namespace's
+functions (``xp.maximum(dev, host)``, ``xp.concatenate([dev, host])``; only
+``xp.asarray`` and its kin take host data), a NumPy array assigned into a slice
+(``dev[:2] = host``); indexing out one element gives a 0-d device array, not a
+NumPy scalar (so ``host * dev[i]`` is refused too); and ``xp.linalg.cholesky``
+returns NaN for a matrix that is not positive definite, as CuPy's does, where
+NumPy raises.
 """
 
 from __future__ import annotations
@@ -80,6 +89,41 @@ class StrictArray(np.ndarray):
     def __float__(self):
         return float(self.view(np.ndarray))
 
+    def __getitem__(self, key):
+        # CuPy gives a 0-d device array for one element, NumPy a host scalar
+        return _wrap(super().__getitem__(_unwrap(key)))
+
+    def __setitem__(self, key, value):
+        if isinstance(value, np.ndarray) and not isinstance(value, StrictArray) and value.ndim:
+            # CuPy: "non-scalar numpy.ndarray cannot be used for fill"
+            raise ValueError("a host (NumPy) array cannot be assigned into a device array; "
+                             "move it to the device first.")
+        super().__setitem__(_unwrap(key), _unwrap(value))
+
+
+#: The namespace's functions that take host data (CuPy's ``asarray`` and kin).
+_HOST_INPUT = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray"})
+
+
+def _host_operand(obj):
+    """The first NumPy (host) array in ``obj`` (nested in lists, tuples), or None."""
+    if isinstance(obj, np.ndarray) and not isinstance(obj, StrictArray):
+        return obj
+    if isinstance(obj, (list, tuple)):
+        for item in obj:
+            found = _host_operand(item)
+            if found is not None:
+                return found
+    return None
+
+
+def _cholesky_like_cupy(a, *args, **kwargs):
+    # NaN where NumPy raises LinAlgError (CuPy does not check)
+    try:
+        return np.linalg.cholesky(a, *args, **kwargs)
+    except np.linalg.LinAlgError:
+        return np.full(np.shape(a), np.nan)
+
 
 class _StrictModule(types.SimpleNamespace):
     """Module proxy: functions unwrap StrictArrays, call NumPy, wrap the result."""
@@ -93,9 +137,20 @@ class _StrictModule(types.SimpleNamespace):
         attr = getattr(self._module, name)
         if isinstance(attr, types.ModuleType):
             return _StrictModule(attr)
+        if self._module is np.linalg and name == "cholesky":
+            attr = _cholesky_like_cupy
         if callable(attr) and not isinstance(attr, type):
 
             def call(*args, **kwargs):
+                if name not in _HOST_INPUT:
+                    host = _host_operand(args)
+                    if host is None:
+                        host = _host_operand(tuple(kwargs.values()))
+                    if host is not None:
+                        raise TypeError(
+                            f"xp.{name} got a host (NumPy) array {host.shape} among device "
+                            "arrays; CuPy refuses it: move it to the device first."
+                        )
                 return _wrap(attr(*_unwrap(args), **_unwrap(kwargs)))
 
             call.__name__ = name

@@ -500,8 +500,8 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-2, 2, size=(100, 1))
     >>> y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=100)
-    >>> reg = MessagePassingRegressor(hidden_layer_sizes=(16,), max_epochs=3,
-    ...                               random_state=0).fit(X, y)
+    >>> reg = MessagePassingRegressor(hidden_layer_sizes=(16,), batch_size=20,
+    ...                               max_epochs=10, random_state=0).fit(X, y)
     >>> mean, std = reg.predict(X[:3], return_std=True)
     """
     )

@@ -86,3 +86,27 @@ def test_strict_namespace_catches_direct_numpy_calls(strict_xp):
     with pytest.raises(TypeError, match="special"):
         sp.ndtr(a)
     assert type(xp.where(a > 0, a, 0)).__name__ == "StrictArray"
+
+
+def test_strict_namespace_refuses_what_cupy_refuses(strict_xp):
+    # Host data mixed into device code fail on CuPy; the stand-in must fail
+    # there too, or such code passes every test here and breaks on a GPU.
+    xp, asarray = strict_xp
+    dev = asarray(np.ones(3))
+    host = np.ones(3)
+    for call in (lambda: xp.maximum(dev, host), lambda: xp.concatenate([dev, host]),
+                 lambda: xp.where(host > 0, dev, 0.0), lambda: host * dev[0]):
+        with pytest.raises(TypeError, match="host"):
+            call()
+    with pytest.raises(ValueError, match="host"):
+        dev[:2] = host[:2]
+    dev[:2] = 2.0  # (scalars are fine, as on CuPy)
+    assert type(dev[0]).__name__ == "StrictArray" and dev[0].ndim == 0 and float(dev[0]) == 2.0
+    assert type(xp.asarray(host)).__name__ == "StrictArray"  # the way onto the device
+    assert float(xp.maximum(dev, np.float64(3.0))[0]) == 3.0  # NumPy scalars are scalars
+    # CuPy's Cholesky returns NaN where NumPy's raises
+    bad = asarray(np.array([[1.0, 2.0], [2.0, 1.0]]))
+    assert bool(xp.all(xp.isnan(xp.linalg.cholesky(bad))))
+    good = asarray(np.array([[2.0, 1.0], [1.0, 2.0]]))
+    np.testing.assert_allclose(asnumpy(xp.linalg.cholesky(good)),
+                               np.linalg.cholesky(asnumpy(good)))
