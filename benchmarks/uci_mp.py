@@ -118,10 +118,17 @@ def run_split(
     hidden=(64, 64),
     predictive_grid=None,
 ):
-    # the noise searches' candidates of too small a noise say so (their point),
-    # and a small data set's cross-validation folds may fit in one batch
-    warnings.filterwarnings("ignore", message=".*predictive intervals are too narrow")
-    warnings.filterwarnings("ignore", message=".*fit in one batch")
+    with warnings.catch_warnings():
+        # the noise searches' candidates of too small a noise say so (their
+        # point), and a small data set's cross-validation folds may fit in one batch
+        warnings.filterwarnings("ignore", message=".*predictive intervals")
+        warnings.filterwarnings("ignore", message=".*fit in one batch")
+        return _run_split(name, split, data_home, epochs, n_iter, noise_grid, cv, batch_size,
+                          hidden, predictive_grid)
+
+
+def _run_split(name, split, data_home, epochs, n_iter, noise_grid, cv, batch_size, hidden,
+               predictive_grid):
     d = load_uci(name, split, data_home=data_home)
     start = time.perf_counter()
     model = MessagePassingRegressor(

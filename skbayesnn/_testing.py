@@ -101,8 +101,9 @@ class StrictArray(np.ndarray):
         super().__setitem__(_unwrap(key), _unwrap(value))
 
 
-#: The namespace's functions that take host data (CuPy's ``asarray`` and kin).
-_HOST_INPUT = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray"})
+#: The namespace's functions that take host data: CuPy's ``asarray`` and kin,
+#: and ``take`` (whose host indices CuPy converts).
+_HOST_INPUT = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray", "take"})
 
 
 def _host_operand(obj):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -11,7 +10,14 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._backend import asnumpy
-from .base import MAX_SCALE, BaseBayesianRegressor, PartialFitMixin, warn_user
+from .base import (
+    MAX_SCALE,
+    BaseBayesianRegressor,
+    PartialFitMixin,
+    give_warnings,
+    held_warnings,
+    warn_user,
+)
 from .core import linear_gaussian as lg
 
 
@@ -97,7 +103,7 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
         return None if isinstance(self.noise_precision, str) else "noise_precision"
 
     def _noise_remedy(self, name):
-        return ('Leave noise_precision="auto" (the evidence then sets it), or choose it by '
+        return ('.  Leave noise_precision="auto" (the evidence then sets it), or choose it by '
                 "cross-validation.")
 
     _parameter_constraints: dict = {
@@ -140,16 +146,13 @@ class BayesianLinearRegressor(PartialFitMixin, BaseBayesianRegressor):
         # that overflows in y's units (a first batch at 1e150, then one at 1e303):
         # checked on the result; the update's warnings are given only for a
         # batch that is kept.
-        with warnings.catch_warnings(record=True) as caught, \
-                np.errstate(over="ignore", invalid="ignore"):
-            warnings.simplefilter("always")
+        with held_warnings() as held, np.errstate(over="ignore", invalid="ignore"):
             self._update_posterior(stats)
         fitted = (self.log_evidence_, self.prior_precision_, self.noise_precision_)
         if not all(math.isfinite(v) for v in fitted):
             self._refuse_batch("with this batch the evidence overflows in float64", restore)
         self._check_batch_predictable(X, xp, restore)
-        for w in caught:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        give_warnings(held)
 
     def _update_posterior(self, stats):
         """Compute the posterior from ``stats``; state changes only on success."""

@@ -562,8 +562,9 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         return "noise_std" if self.predictive_noise_std is None else "predictive_noise_std"
 
     def _noise_remedy(self, name):
-        return ("Set predictive_noise_std, which prediction reads (no refit), and choose it "
-                "(and noise_std) by cross-validation, e.g. GridSearchCV with "
+        return (", or the network underfits (then train longer).  Set "
+                "predictive_noise_std, which prediction reads (no refit), and choose it (and "
+                "noise_std) by cross-validation, e.g. GridSearchCV with "
                 "scoring=skbayesnn.metrics.neg_nlpd_scorer.")
 
     def _divergence_hint(self):

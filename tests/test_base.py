@@ -1270,20 +1270,38 @@ def test_a_fixed_noise_level_far_below_the_residuals_warns(rng, make, name, reme
     # A noise level that is a parameter, not learned: TAGI's default
     # sigma_v=0.3 gave 95% intervals covering 0.59 of wine-quality-red's test
     # targets, silently.  Residuals of sd 1 (standardised) under a noise of
-    # 0.1 warn, with the remedy that fits the estimator; a noise level near
-    # theirs does not, nor do ten gross outliers among well-covered rows (the
-    # spread is the median's: their root mean square had made it 4.7).
+    # 0.1 leave most training rows outside their intervals, which warns, with
+    # the remedy that fits the estimator; a noise level near theirs does not,
+    # nor ten gross outliers among well-covered rows (their root mean square
+    # had set off the first version of the check).
     X = rng.normal(size=(300, 2))
     y = 0.3 * X[:, 0] + rng.normal(size=300)
-    with pytest.warns(UserWarning, match=rf"too narrow.*{name}=.*a fixed noise level.*{remedy}"):
+    with pytest.warns(UserWarning, match=rf"of the training rows lie outside their 95% "
+                      rf"predictive intervals.*{name}=.* fixes the noise level.*{remedy}"):
         make(0.1).fit(X, y)
     with warnings.catch_warnings():
-        warnings.filterwarnings("error", message=".*too narrow")
+        warnings.filterwarnings("error", message=".*predictive intervals")
         make(1.0).fit(X, y)
-        make(0.1).fit(X[:99], y[:99])  # too few rows to say
+        make(0.1).fit(X[:49], y[:49])  # too few rows to say
         y_out = y.copy()
         y_out[:10] += 40.0
         make(1.0).fit(X, y_out)
+
+
+def test_the_noise_check_does_not_call_calibrated_non_gaussian_residuals_too_narrow(rng):
+    # Uniform and two-valued residuals at the right variance: their 95%
+    # intervals cover every row (the median of |z|, the check's second
+    # version, had called them overconfident in 6 and 20 of 20 fits).
+    X = rng.normal(size=(2000, 2))
+    for noise in (rng.uniform(-1.0, 1.0, size=2000) * np.sqrt(3.0),
+                  np.where(rng.random(2000) < 0.5, -1.0, 1.0)):
+        y = X @ [1.0, 2.0] + 0.5 * noise
+        scale = np.std(y)
+        model = BayesianLinearRegressor(noise_precision=(scale / 0.5) ** 2)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*predictive intervals")
+            model.fit(X, y)
+        assert model.score(X, y) > 0.9
 
 
 def test_a_later_batchs_warning_as_an_error_finds_the_batch_taken(rng):
@@ -1324,3 +1342,49 @@ def test_auto_device_is_the_cpu_for_one_example_at_a_time(rng, monkeypatch):
     for batched in (PBPRegressor(batch_size=8, device="auto"), TAGIRegressor(device="auto"),
                     BayesianLinearRegressor(device="auto")):
         assert batched._resolve_device() == "cuda"
+
+
+def test_held_warnings_keep_the_process_warnings_and_module_filters(rng, monkeypatch):
+    # A later batch's warnings are held until it is kept.  Holding them with
+    # warnings.catch_warnings swapped process-wide state: partial_fit calls
+    # overlapping in threads (first in, first out) left every later warning of
+    # the process recorded into a list nobody read.  And the warnings given
+    # after the batch follow module filters, as warnings.warn's do.
+    import re
+    import threading
+    import time
+
+    X = rng.normal(size=(50, 3))
+    y = X @ [1.0, 2.0, 3.0]  # noise-free: a ConvergenceWarning in each update
+    models = [BayesianLinearRegressor() for _ in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for model in models:
+            model.partial_fit(X, y)
+    real = BayesianLinearRegressor._update_posterior
+
+    def slow(self, stats):
+        time.sleep(0.1 if self is models[0] else 0.2)  # (the first in leaves first)
+        return real(self, stats)
+
+    monkeypatch.setattr(BayesianLinearRegressor, "_update_posterior", slow)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        filters, show = list(warnings.filters), warnings.showwarning
+        first = threading.Thread(target=models[0].partial_fit, args=(X, y))
+        first.start()
+        time.sleep(0.05)
+        second = threading.Thread(target=models[1].partial_fit, args=(X, y))
+        second.start()
+        first.join()
+        second.join()
+        assert warnings.filters == filters and warnings.showwarning is show
+    with pytest.warns(UserWarning, match="after"):
+        warnings.warn("after")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", module=re.escape(__name__))
+        models[0].partial_fit(X, y)
+    assert not [w for w in caught if "noise-free" in str(w.message)]
+    with pytest.warns(ConvergenceWarning, match="noise-free"):
+        models[0].partial_fit(X, y)
