@@ -101,9 +101,8 @@ class StrictArray(np.ndarray):
         super().__setitem__(_unwrap(key), _unwrap(value))
 
 
-#: The namespace's functions that take host data: CuPy's ``asarray`` and kin,
-#: and ``take`` (whose host indices CuPy converts).
-_HOST_INPUT = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray", "take"})
+#: The namespace's functions that take host data (CuPy's ``asarray`` and kin).
+_HOST_INPUT = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray"})
 
 
 def _host_operand(obj):
@@ -144,9 +143,11 @@ class _StrictModule(types.SimpleNamespace):
 
             def call(*args, **kwargs):
                 if name not in _HOST_INPUT:
-                    host = _host_operand(args)
+                    # (take's indices may be on the host: CuPy converts them)
+                    host = _host_operand(args[:1] if name == "take" else args)
                     if host is None:
-                        host = _host_operand(tuple(kwargs.values()))
+                        host = _host_operand(tuple(
+                            v for k, v in kwargs.items() if (name, k) != ("take", "indices")))
                     if host is not None:
                         raise TypeError(
                             f"xp.{name} got a host (NumPy) array {host.shape} among device "

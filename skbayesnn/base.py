@@ -209,11 +209,13 @@ def give_warnings(held):
         outer.extend(held)
         return
     for message, category, filename, lineno, module_globals in held:
+        # (no module_globals: warn_explicit would then ask the module's loader
+        # for its source, which raises under `python -m` (__main__) or for a
+        # file deleted since import; warnings.warn does not)
         warnings.warn_explicit(
             message, category, filename, lineno,
             module=module_globals.get("__name__", "<string>"),
             registry=module_globals.setdefault("__warningregistry__", {}),
-            module_globals=module_globals,
         )
 
 
@@ -868,9 +870,10 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         if high.size:
             which = "" if share.size == 1 else f" (output(s) {high.tolist()})"
             warn_user(
-                f"{type(self).__name__}: {float(np.max(share[high])):.0%} of the training rows "
-                f"lie outside their 95% predictive intervals{which}: the intervals are too "
-                f"narrow for these data.  {name}={getattr(self, name)!r} fixes the noise "
+                f"{type(self).__name__}: {float(np.max(share[high])):.1%} of the training rows "
+                f"lie outside their 95% predictive intervals{which} (above 15% warns): the "
+                "intervals are too narrow for these data.  "
+                f"{name}={getattr(self, name)!r} fixes the noise "
                 f"level (in standardised units) below what they need"
                 f"{self._noise_remedy(name)}",
                 UserWarning,

@@ -103,6 +103,10 @@ def test_strict_namespace_refuses_what_cupy_refuses(strict_xp):
     dev[:2] = 2.0  # (scalars are fine, as on CuPy)
     assert type(dev[0]).__name__ == "StrictArray" and dev[0].ndim == 0 and float(dev[0]) == 2.0
     assert type(xp.asarray(host)).__name__ == "StrictArray"  # the way onto the device
+    # take converts host indices, as CuPy's does, but not a host array
+    assert float(xp.take(dev, np.array([0]))[0]) == 2.0
+    with pytest.raises(TypeError, match="host"):
+        xp.take(host, asarray(np.array([0])))
     assert float(xp.maximum(dev, np.float64(3.0))[0]) == 3.0  # NumPy scalars are scalars
     # CuPy's Cholesky returns NaN where NumPy's raises
     bad = asarray(np.array([[1.0, 2.0], [2.0, 1.0]]))

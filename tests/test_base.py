@@ -1388,3 +1388,29 @@ def test_held_warnings_keep_the_process_warnings_and_module_filters(rng, monkeyp
     assert not [w for w in caught if "noise-free" in str(w.message)]
     with pytest.warns(ConvergenceWarning, match="noise-free"):
         models[0].partial_fit(X, y)
+
+
+def test_warnings_work_in_a_module_run_with_python_m(tmp_path):
+    # The warning is given through warnings.warn_explicit; with the caller's
+    # module globals it asked __main__'s loader for the source, which raises
+    # under `python -m` (ImportError, even with -W ignore) and cleared the fit.
+    import subprocess
+    import sys
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "run.py").write_text(
+        "import numpy as np\n"
+        "from skbayesnn import BayesianLinearRegressor\n"
+        "X = np.arange(6.0).reshape(3, 2) + [[0, 1], [0, 3], [0, 2]]\n"
+        "model = BayesianLinearRegressor().fit(X, X[:, 0])\n"
+        "print(model.noise_precision_ > 0)\n"
+    )
+    for flag in ("ignore", "always"):
+        done = subprocess.run([sys.executable, "-W", flag, "-m", "pkg.run"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "True"
+        assert ("interpolate" in done.stderr) == (flag == "always")
+        assert "run.py:4" in done.stderr or flag == "ignore"
