@@ -813,7 +813,9 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
             X, Y = self._validate_training_data(X, y, reset=False, min_samples=1)
             xp = self._namespace()
             with self._warm_start(X, xp) as X_scaled:
-                self._warm_fit_scaled(X_scaled, self._scale_Y(Y, xp), xp)
+                Y = self._scale_Y(Y, xp)
+                self._warm_fit_scaled(X_scaled, Y, xp)
+            self._warn_if_noise_too_small(X_scaled, Y, xp)
             return self
         self._clear_fitted()  # a fit starts afresh (no attribute of an earlier fit stays)
         try:
@@ -844,7 +846,7 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
     _NOISE_CHECK_ROWS = 50
 
     def _warn_if_noise_too_small(self, X, Y, xp):
-        """After ``fit``: a UserWarning where more than
+        """After ``fit`` (a warm one too): a UserWarning where more than
         :attr:`_NOISE_SHARE_WARN` of the training rows (at most 1000,
         standardised, evenly spaced; per output) lie outside their 95%
         predictive intervals, i.e. where the fixed noise level

@@ -1278,7 +1278,14 @@ def test_a_fixed_noise_level_far_below_the_residuals_warns(rng, make, name, reme
     y = 0.3 * X[:, 0] + rng.normal(size=300)
     with pytest.warns(UserWarning, match=rf"of the training rows lie outside their 95% "
                       rf"predictive intervals.*{name}=.* fixes the noise level.*{remedy}"):
-        make(0.1).fit(X, y)
+        model = make(0.1).fit(X, y)
+    if "warm_start" in model.get_params():  # a warm start is checked as well
+        warm = clone(model).set_params(warm_start=True, max_epochs=1)
+        with pytest.warns(UserWarning, match="predictive intervals"):
+            warm.fit(X, y)
+        with pytest.warns(UserWarning, match="predictive intervals"):
+            warm.fit(X, y)  # (continues the first)
+        assert warm.n_iter_ == 2
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*predictive intervals")
         make(1.0).fit(X, y)
