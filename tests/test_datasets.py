@@ -611,5 +611,6 @@ def test_toy_noise_free_is_exactly_the_cubic():
     ],
 )
 def test_toy_parameter_validation(kwargs, error):
-    with pytest.raises(error):
+    (name,) = kwargs  # the error names the parameter at fault
+    with pytest.raises(error, match=name):
         make_toy_regression(**kwargs)

@@ -298,6 +298,11 @@ def test_constant_and_hard_data_give_finite_positive_variances(rng):
     y = np.concatenate([y, y]) * 1e6
     dist = BayesianLinearRegressor().fit(X, y).predict_dist(X)
     assert np.all(np.isfinite(dist.mean())) and np.all(dist.var() > 0)
+    # the constant feature is ignored: the fit without it is the same
+    X_less = np.delete(X, 1, axis=1)
+    ref = BayesianLinearRegressor().fit(X_less, y).predict_dist(X_less)
+    np.testing.assert_allclose(dist.mean(), ref.mean(), rtol=1e-12)
+    np.testing.assert_allclose(dist.var(), ref.var(), rtol=1e-12)
     # Constant target: zero variance in y, scale 1 in the scaler, still finite.
     with pytest.warns(UserWarning, match="y is constant"):
         dist = BayesianLinearRegressor().fit(X, np.full(len(X), 5.0)).predict_dist(X)
@@ -315,10 +320,17 @@ def test_pickle_round_trip_then_predict_and_partial_fit(rng):
     np.testing.assert_array_equal(reg.predict(X), reg2.predict(X))
 
 
-def test_auto_noise_needs_two_samples():
+def test_a_fixed_noise_precision_fits_one_row():
+    # (noise_precision="auto" needs two rows: see
+    # test_failed_first_partial_fit_leaves_the_estimator_unfitted.)  One
+    # row leaves every feature constant, so ignored (infinite scale), and y
+    # its own scale 1: the predictive is the row's target, with at least the
+    # noise variance 1, the same at every input.
     with pytest.warns(UserWarning, match="y is constant"):  # one row: scale 1
         reg = BayesianLinearRegressor(noise_precision=1.0).partial_fit([[1.0, 2.0]], [3.0])
-    assert np.isfinite(reg.predict([[0.0, 0.0]])).all()
+    mean, std = reg.predict([[0.0, 0.0], [100.0, -5.0]], return_std=True)
+    np.testing.assert_array_equal(mean, [3.0, 3.0])
+    assert std[0] == std[1] >= 1.0
 
 
 def test_linear_gaussian_strict_namespace(strict_xp, rng):

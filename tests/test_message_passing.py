@@ -29,7 +29,7 @@ def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
 
 
-def test_regressor_predictive_parts_and_partial_fit(rng):
+def test_regressor_predictive_parts(rng):
     X = rng.uniform(-2, 2, size=(150, 1))
     y = 3.0 * np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=150)
     reg = MessagePassingRegressor(

@@ -472,10 +472,13 @@ def test_moment_matching_tends_to_the_deterministic_activation(rng):
             mean_out, var_out, jac = moment_matched_moments(
                 name, x, np.full_like(x, var), negative_slope=0.1
             )
-            # |E g(Z) - g(m)| <= sup|g''| var / 2 (smooth) or std * phi(0) (kink);
-            # both are below 1e-3 * sqrt(var) + var here.
-            np.testing.assert_allclose(mean_out, g, rtol=0, atol=0.5 * math.sqrt(var) + var)
+            # |E g(Z) - g(m)| <= sup|g''| var / 2 where g is smooth (below
+            # 1e-3 * sqrt(var) + var here), std * phi(0) ~ 0.4 std at a kink
             smooth = x != 0 if name in ("relu", "leaky_relu") else np.ones_like(x, bool)
+            np.testing.assert_allclose(mean_out[smooth], g[smooth], rtol=0,
+                                       atol=1e-3 * math.sqrt(var) + var)
+            np.testing.assert_allclose(mean_out[~smooth], g[~smooth], rtol=0,
+                                       atol=0.5 * math.sqrt(var) + var)
             np.testing.assert_allclose(jac[smooth], d[smooth], rtol=1e-3, atol=1e-12)
             # Var / var -> g'(m)^2 away from the kink (delta method).
             np.testing.assert_allclose(

@@ -218,8 +218,13 @@ def test_propagate_strict_namespace(strict_xp, rng):
         np.testing.assert_allclose(np.asarray(v), v_ref, rtol=1e-13)
     p = probit_proba(m, v)
     assert type(p).__name__ == "StrictArray"
+    np.testing.assert_allclose(np.asarray(p), probit_proba(m_ref, v_ref), rtol=1e-13)
+    # the draws come from the host generator: the same values on either namespace
     mc_m, mc_v = monte_carlo_predictive(dev_post, asarray(X), n_samples=10, random_state=0)
     assert type(mc_m).__name__ == "StrictArray"
+    ref_m, ref_v = monte_carlo_predictive(post, X, n_samples=10, random_state=0)
+    np.testing.assert_allclose(np.asarray(mc_m), ref_m, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(mc_v), ref_v, rtol=1e-12)
 
 
 def test_posterior_refuses_negative_variances_and_empty_layers():
