@@ -45,7 +45,7 @@ from scipy.special import ndtri as _sp_ndtri
 from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils import check_random_state
+from sklearn.utils import check_random_state, check_scalar
 from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -1196,18 +1196,55 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
 
-    def predict_dist(self, X):
+    def predict_dist(self, X, n_samples=None, random_state=None):
         """Predictive categorical distribution (probabilities, entropy, sampling).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+        n_samples : int or None, default=None
+            With an int, the distribution also carries that many Monte Carlo
+            members, for :meth:`~skbayesnn.distributions.CategoricalPredictive.expected_entropy`
+            and :meth:`~skbayesnn.distributions.CategoricalPredictive.mutual_information`
+            (the epistemic part of the entropy): the class probabilities given
+            the network's outputs drawn from their Gaussian predictive (the
+            weights' uncertainty), the likelihood's own noise included.  Its
+            probabilities are then the members' mean, a Monte Carlo estimate of
+            what :meth:`predict_proba` approximates in closed form; memory
+            ``8 n_samples n n_classes`` bytes.
+        random_state : int, RandomState instance or None, default=None
+            Seeds the draws of ``n_samples``.
 
         Returns
         -------
         dist : CategoricalPredictive
         """
-        return CategoricalPredictive(self.predict_proba(X), classes=self.classes_)
+        if n_samples is None:
+            return CategoricalPredictive(self.predict_proba(X), classes=self.classes_)
+        n_samples = check_scalar(n_samples, "n_samples", Integral, min_val=1)
+        X, xp = self._scaled_input(X)
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below
+            mean, var = (asnumpy(a) for a in self._output_moments_scaled(X, xp))
+        self._check_finite_prediction(X, mean, var)
+        # drawn on the host: the same members on every device for one seed
+        rng = check_random_state(random_state)
+        draws = mean + np.sqrt(np.maximum(var, 0.0)) * rng.standard_normal((n_samples, *mean.shape))
+        with np.errstate(over="ignore", invalid="ignore"):
+            members = np.stack([asnumpy(self._proba_given_outputs(xp.asarray(z), xp))
+                                for z in draws])
+        self._check_finite_prediction(X, *members)
+        return CategoricalPredictive(members.mean(axis=0), classes=self.classes_,
+                                     member_proba=members)
+
+    def _output_moments_scaled(self, X, xp):  # pragma: no cover - abstract
+        """Mean and variance of the network's outputs at standardised ``X``
+        (the weights' uncertainty), for :meth:`predict_dist`'s members."""
+        raise NotImplementedError
+
+    def _proba_given_outputs(self, z, xp):  # pragma: no cover - abstract
+        """Class probabilities given the network's outputs ``z`` (the
+        likelihood's own noise included), for :meth:`predict_dist`'s members."""
+        raise NotImplementedError
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

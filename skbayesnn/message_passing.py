@@ -769,6 +769,19 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
     def _warm_fit_scaled(self, X, y_index, xp):
         self._fit_warm(X, self._labels(y_index, xp), xp)
 
+    def _output_moments_scaled(self, X, xp):
+        return network.predict_moments(self.state_, X)
+
+    def _proba_given_outputs(self, z, xp):
+        # the factors of _predict_proba_scaled at outputs known exactly
+        if self.likelihood_ == "softmax":
+            return likelihood.softmax_proba(z, xp.zeros(z.shape))  # softmax(z)
+        noise = 0.0
+        if self.likelihood_ == "regression":
+            noise = float(self._prediction_param("noise_std")) ** 2
+        return likelihood.argmax_proba(z, xp.zeros(z.shape) + noise,
+                                       float(self._prediction_param("argmax_noise_var")))
+
     def _predict_proba_scaled(self, X, xp):
         mean, var = network.predict_moments(self.state_, X)
         if self.likelihood_ == "softmax":

@@ -700,3 +700,33 @@ def test_epochs_over_a_single_batch_warn_that_they_add_little(rng):
         warnings.filterwarnings("error", message=".*fit in one batch")
         MessagePassingRegressor(batch_size=59, max_epochs=3, **kw).fit(X, y)
         MessagePassingRegressor(batch_size=60, max_epochs=1, **kw).fit(X, y)
+
+
+@pytest.mark.parametrize("likelihood_name", ["argmax", "regression", "softmax"])
+def test_predict_dist_members_carry_the_mutual_information(rng, likelihood_name):
+    # DESIGN "Contracts": a classifier's predict_dist has entropy and mutual
+    # information where available.  With n_samples, the members are the class
+    # probabilities at outputs drawn from their Gaussian predictive.  For two
+    # classes the argmax and regression factors' closed form is exact
+    # (E Phi((z1 - z2) / s) = Phi((m1 - m2) / sqrt(v1 + v2 + s^2))): the
+    # members' mean is predict_proba within Monte Carlo error.
+    from skbayesnn._testing import assert_mc_close
+
+    X = rng.normal(size=(200, 2))
+    y = (X[:, 0] + 0.5 * rng.normal(size=200) > 0).astype(int)
+    clf = MessagePassingClassifier((8,), batch_size=32, max_epochs=5, likelihood=likelihood_name,
+                                   random_state=0).fit(X, y)
+    dist = clf.predict_dist(X[:50], n_samples=4000, random_state=0)
+    members = dist.member_proba
+    assert members.shape == (4000, 50, 2)
+    if likelihood_name != "softmax":  # (softmax: the probit approximation of §5.9)
+        assert_mc_close(clf.predict_proba(X[:50]), members.mean(axis=0),
+                        members.std(axis=0) / np.sqrt(4000), what="members' mean")
+    entropy = -np.sum(dist.proba * np.log(dist.proba), axis=1)
+    np.testing.assert_allclose(dist.expected_entropy() + dist.mutual_information(), entropy,
+                               rtol=1e-10, atol=1e-13)
+    assert np.all(dist.mutual_information() >= 0) and np.any(dist.mutual_information() > 0)
+    again = clf.predict_dist(X[:50], n_samples=4000, random_state=0)
+    np.testing.assert_array_equal(again.member_proba, members)
+    with pytest.raises(ValueError, match="n_samples"):
+        clf.predict_dist(X[:5], n_samples=0)

@@ -208,3 +208,26 @@ def test_stratified_holdout_breaks_ties_by_the_random_state_and_fills_the_split(
     train = out[n_val:]
     assert set(strata[train]) == set(range(11))
     np.testing.assert_array_equal(np.sort(out), np.arange(120))
+
+
+@pytest.mark.parametrize("proba_noise", [True, False])
+def test_predict_dist_members_carry_the_mutual_information(rng, proba_noise):
+    # With n_samples, predict_dist's members are the class probabilities at
+    # node outputs drawn from their Gaussian predictive.  For two classes the
+    # tree is one node, and Eq. 24's probit is exact over a Gaussian
+    # (E Phi(z / a) = Phi(m / sqrt(a^2 + v))): the members' mean is
+    # predict_proba within Monte Carlo error.
+    from skbayesnn._testing import assert_mc_close
+
+    X = rng.normal(size=(200, 2))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=200) > 0, "b", "a")
+    clf = TAGIClassifier((8,), max_epochs=5, proba_noise=proba_noise, random_state=0).fit(X, y)
+    dist = clf.predict_dist(X[:50], n_samples=4000, random_state=0)
+    members = dist.member_proba
+    assert members.shape == (4000, 50, 2) and list(dist.classes) == ["a", "b"]
+    assert_mc_close(clf.predict_proba(X[:50]), members.mean(axis=0),
+                    members.std(axis=0) / np.sqrt(4000), what="members' mean")
+    entropy = -np.sum(dist.proba * np.log(dist.proba), axis=1)
+    np.testing.assert_allclose(dist.expected_entropy() + dist.mutual_information(), entropy,
+                               rtol=1e-10, atol=1e-13)
+    assert np.all(dist.mutual_information() >= 0) and np.any(dist.mutual_information() > 0)
