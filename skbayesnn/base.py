@@ -1196,43 +1196,54 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
 
-    def predict_dist(self, X, n_samples=None, random_state=None):
+    def predict_dist(self, X, n_members=None, random_state=None):
         """Predictive categorical distribution (probabilities, entropy, sampling).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        n_samples : int or None, default=None
+        n_members : int or None, default=None
             With an int, the distribution also carries that many Monte Carlo
             members, for :meth:`~skbayesnn.distributions.CategoricalPredictive.expected_entropy`
             and :meth:`~skbayesnn.distributions.CategoricalPredictive.mutual_information`
             (the epistemic part of the entropy): the class probabilities given
             the network's outputs drawn from their Gaussian predictive (the
             weights' uncertainty), the likelihood's own noise included.  Its
-            probabilities are then the members' mean, a Monte Carlo estimate of
-            what :meth:`predict_proba` approximates in closed form; memory
-            ``8 n_samples n n_classes`` bytes.
-        random_state : int, RandomState instance or None, default=None
-            Seeds the draws of ``n_samples``.
+            probabilities are then the members' mean.  For two classes (and
+            TAGI's trees of 2, 4, 8... classes) that is, in expectation,
+            :meth:`predict_proba`'s closed form; with more classes the closed
+            forms approximate it (renormalised pairwise or tree probits, the
+            softmax's probit), and the two can differ by a few hundredths
+            (so can their argmax, :meth:`predict`).  The members take
+            ``8 n_members n_samples n_classes``
+            bytes, and the draws and the probabilities' temporaries about as
+            much again.
+        random_state : int, RandomState instance, Generator or None, default=None
+            Seeds the draws of ``n_members``.
 
         Returns
         -------
         dist : CategoricalPredictive
         """
-        if n_samples is None:
+        if n_members is None:
             return CategoricalPredictive(self.predict_proba(X), classes=self.classes_)
-        n_samples = check_scalar(n_samples, "n_samples", Integral, min_val=1)
+        if isinstance(n_members, bool):
+            raise TypeError(f"n_members must be an int, got {n_members!r}.")
+        n_members = check_scalar(n_members, "n_members", Integral, min_val=1)
         X, xp = self._scaled_input(X)
         with np.errstate(over="ignore", invalid="ignore"):  # checked below
             mean, var = (asnumpy(a) for a in self._output_moments_scaled(X, xp))
         self._check_finite_prediction(X, mean, var)
         # drawn on the host: the same members on every device for one seed
-        rng = check_random_state(random_state)
-        draws = mean + np.sqrt(np.maximum(var, 0.0)) * rng.standard_normal((n_samples, *mean.shape))
-        with np.errstate(over="ignore", invalid="ignore"):
-            members = np.stack([asnumpy(self._proba_given_outputs(xp.asarray(z), xp))
-                                for z in draws])
-        self._check_finite_prediction(X, *members)
+        rng = (random_state if isinstance(random_state, np.random.Generator)
+               else check_random_state(random_state))
+        n, k = mean.shape
+        draws = mean + np.sqrt(np.maximum(var, 0.0)) * rng.standard_normal((n_members, n, k))
+        with np.errstate(over="ignore", invalid="ignore"):  # (one call for all members)
+            members = asnumpy(self._proba_given_outputs(xp.asarray(draws.reshape(-1, k)), xp))
+        del draws
+        members = members.reshape(n_members, n, -1)
+        self._check_finite_prediction(X, members.transpose(1, 0, 2))
         return CategoricalPredictive(members.mean(axis=0), classes=self.classes_,
                                      member_proba=members)
 

@@ -691,9 +691,9 @@ def test_model_fitted_on_a_device_pickles_host_arrays_only(rng, monkeypatch, mak
     reloaded = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(reloaded.predict(X), est.predict(X))
     if is_classifier(est):  # the Monte Carlo members of predict_dist, on the device
-        members = est.predict_dist(X, n_samples=3, random_state=0).member_proba
+        members = est.predict_dist(X, n_members=3, random_state=0).member_proba
         np.testing.assert_array_equal(
-            reloaded.predict_dist(X, n_samples=3, random_state=0).member_proba, members)
+            reloaded.predict_dist(X, n_members=3, random_state=0).member_proba, members)
 
 
 @pytest.mark.parametrize("make, online", [

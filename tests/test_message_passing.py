@@ -716,7 +716,7 @@ def test_predict_dist_members_carry_the_mutual_information(rng, likelihood_name)
     y = (X[:, 0] + 0.5 * rng.normal(size=200) > 0).astype(int)
     clf = MessagePassingClassifier((8,), batch_size=32, max_epochs=5, likelihood=likelihood_name,
                                    random_state=0).fit(X, y)
-    dist = clf.predict_dist(X[:50], n_samples=4000, random_state=0)
+    dist = clf.predict_dist(X[:50], n_members=4000, random_state=0)
     members = dist.member_proba
     assert members.shape == (4000, 50, 2)
     if likelihood_name != "softmax":  # (softmax: the probit approximation of §5.9)
@@ -726,7 +726,12 @@ def test_predict_dist_members_carry_the_mutual_information(rng, likelihood_name)
     np.testing.assert_allclose(dist.expected_entropy() + dist.mutual_information(), entropy,
                                rtol=1e-10, atol=1e-13)
     assert np.all(dist.mutual_information() >= 0) and np.any(dist.mutual_information() > 0)
-    again = clf.predict_dist(X[:50], n_samples=4000, random_state=0)
+    again = clf.predict_dist(X[:50], n_members=4000, random_state=0)
     np.testing.assert_array_equal(again.member_proba, members)
-    with pytest.raises(ValueError, match="n_samples"):
-        clf.predict_dist(X[:5], n_samples=0)
+    with pytest.raises(ValueError, match="n_members"):
+        clf.predict_dist(X[:5], n_members=0)
+    with pytest.raises(TypeError, match="n_members"):
+        clf.predict_dist(X[:5], n_members=True)
+    # a NumPy Generator is accepted as random_state too
+    gen = clf.predict_dist(X[:5], n_members=10, random_state=np.random.default_rng(1))
+    assert gen.member_proba.shape == (10, 5, 2)

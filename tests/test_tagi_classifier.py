@@ -222,7 +222,7 @@ def test_predict_dist_members_carry_the_mutual_information(rng, proba_noise):
     X = rng.normal(size=(200, 2))
     y = np.where(X[:, 0] + 0.5 * rng.normal(size=200) > 0, "b", "a")
     clf = TAGIClassifier((8,), max_epochs=5, proba_noise=proba_noise, random_state=0).fit(X, y)
-    dist = clf.predict_dist(X[:50], n_samples=4000, random_state=0)
+    dist = clf.predict_dist(X[:50], n_members=4000, random_state=0)
     members = dist.member_proba
     assert members.shape == (4000, 50, 2) and list(dist.classes) == ["a", "b"]
     assert_mc_close(clf.predict_proba(X[:50]), members.mean(axis=0),
