@@ -232,3 +232,20 @@ def assert_mc_close(actual, mc_value, mc_se, n_sigma=5.0, rtol=1e-9, atol=1e-300
             f"{np.atleast_1d(actual)[tuple(idx[0])] if actual.ndim else actual}, "
             f"mc={np.atleast_1d(mc_value)[tuple(idx[0])] if mc_value.ndim else mc_value}"
         )
+
+
+def assert_members_describe_the_predictive(clf, X, dist, exact_mean=True):
+    """A classifier's ``predict_dist(X, n_members=S)`` ``dist`` against its
+    ``predict_proba``: the members' mean equals it within 5 Monte Carlo
+    standard errors where the closed form is exact in expectation
+    (``exact_mean``), the entropy splits exactly into expected entropy and
+    mutual information, and the mutual information is >= 0 and not all 0."""
+    members = dist.member_proba
+    if exact_mean:
+        assert_mc_close(clf.predict_proba(X), members.mean(axis=0),
+                        members.std(axis=0) / np.sqrt(members.shape[0]), what="members' mean")
+    entropy = -np.sum(dist.proba * np.log(dist.proba), axis=1)
+    np.testing.assert_allclose(dist.expected_entropy() + dist.mutual_information(), entropy,
+                               rtol=1e-10, atol=1e-13)
+    info = dist.mutual_information()
+    assert np.all(info >= 0) and np.any(info > 0)

@@ -710,7 +710,7 @@ def test_predict_dist_members_carry_the_mutual_information(rng, likelihood_name)
     # classes the argmax and regression factors' closed form is exact
     # (E Phi((z1 - z2) / s) = Phi((m1 - m2) / sqrt(v1 + v2 + s^2))): the
     # members' mean is predict_proba within Monte Carlo error.
-    from skbayesnn._testing import assert_mc_close
+    from skbayesnn._testing import assert_members_describe_the_predictive
 
     X = rng.normal(size=(200, 2))
     y = (X[:, 0] + 0.5 * rng.normal(size=200) > 0).astype(int)
@@ -719,13 +719,9 @@ def test_predict_dist_members_carry_the_mutual_information(rng, likelihood_name)
     dist = clf.predict_dist(X[:50], n_members=4000, random_state=0)
     members = dist.member_proba
     assert members.shape == (4000, 50, 2)
-    if likelihood_name != "softmax":  # (softmax: the probit approximation of §5.9)
-        assert_mc_close(clf.predict_proba(X[:50]), members.mean(axis=0),
-                        members.std(axis=0) / np.sqrt(4000), what="members' mean")
-    entropy = -np.sum(dist.proba * np.log(dist.proba), axis=1)
-    np.testing.assert_allclose(dist.expected_entropy() + dist.mutual_information(), entropy,
-                               rtol=1e-10, atol=1e-13)
-    assert np.all(dist.mutual_information() >= 0) and np.any(dist.mutual_information() > 0)
+    # (softmax: predict_proba is the probit approximation of §5.9)
+    assert_members_describe_the_predictive(clf, X[:50], dist,
+                                           exact_mean=likelihood_name != "softmax")
     again = clf.predict_dist(X[:50], n_members=4000, random_state=0)
     np.testing.assert_array_equal(again.member_proba, members)
     with pytest.raises(ValueError, match="n_members"):

@@ -217,7 +217,7 @@ def test_predict_dist_members_carry_the_mutual_information(rng, proba_noise):
     # tree is one node, and Eq. 24's probit is exact over a Gaussian
     # (E Phi(z / a) = Phi(m / sqrt(a^2 + v))): the members' mean is
     # predict_proba within Monte Carlo error.
-    from skbayesnn._testing import assert_mc_close
+    from skbayesnn._testing import assert_members_describe_the_predictive
 
     X = rng.normal(size=(200, 2))
     y = np.where(X[:, 0] + 0.5 * rng.normal(size=200) > 0, "b", "a")
@@ -225,9 +225,4 @@ def test_predict_dist_members_carry_the_mutual_information(rng, proba_noise):
     dist = clf.predict_dist(X[:50], n_members=4000, random_state=0)
     members = dist.member_proba
     assert members.shape == (4000, 50, 2) and list(dist.classes) == ["a", "b"]
-    assert_mc_close(clf.predict_proba(X[:50]), members.mean(axis=0),
-                    members.std(axis=0) / np.sqrt(4000), what="members' mean")
-    entropy = -np.sum(dist.proba * np.log(dist.proba), axis=1)
-    np.testing.assert_allclose(dist.expected_entropy() + dist.mutual_information(), entropy,
-                               rtol=1e-10, atol=1e-13)
-    assert np.all(dist.mutual_information() >= 0) and np.any(dist.mutual_information() > 0)
+    assert_members_describe_the_predictive(clf, X[:50], dist)
