@@ -1026,8 +1026,14 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         One incremental update (with :meth:`partial_fit`).
     ``_init_online(n_features, n_classes, xp, rng)``
         Create the prior state before the first ``partial_fit``.
-    ``_predict_proba_scaled(X, xp)``
-        Class probabilities, shape ``(n_samples, n_classes)``.
+    ``_output_moments_scaled(X, xp)``
+        Mean and variance of the network's outputs (the weights'
+        uncertainty), each of shape ``(n_samples, n_outputs)``.
+    ``_proba_from_outputs(mean, var, xp)``
+        Class probabilities, shape ``(n_samples, n_classes)``, for outputs of
+        that Gaussian, the likelihood's own noise included: at the outputs'
+        moments :meth:`predict_proba`, at outputs drawn from them (``var``
+        0) :meth:`predict_dist`'s members.
     """
 
     def _validate_labels(self, X, y, *, reset, min_samples):
@@ -1240,7 +1246,8 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         n, k = mean.shape
         draws = mean + np.sqrt(np.maximum(var, 0.0)) * rng.standard_normal((n_members, n, k))
         with np.errstate(over="ignore", invalid="ignore"):  # (one call for all members)
-            members = asnumpy(self._proba_given_outputs(xp.asarray(draws.reshape(-1, k)), xp))
+            z = xp.asarray(draws.reshape(-1, k))
+            members = asnumpy(self._proba_from_outputs(z, xp.zeros(z.shape), xp))
         del draws
         members = members.reshape(n_members, n, -1)
         self._check_finite_prediction(X, members.transpose(1, 0, 2))
@@ -1248,14 +1255,14 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                                      member_proba=members)
 
     def _output_moments_scaled(self, X, xp):  # pragma: no cover - abstract
-        """Mean and variance of the network's outputs at standardised ``X``
-        (the weights' uncertainty), for :meth:`predict_dist`'s members."""
         raise NotImplementedError
 
-    def _proba_given_outputs(self, z, xp):  # pragma: no cover - abstract
-        """Class probabilities given the network's outputs ``z`` (the
-        likelihood's own noise included), for :meth:`predict_dist`'s members."""
+    def _proba_from_outputs(self, mean, var, xp):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _predict_proba_scaled(self, X, xp):
+        """Class probabilities at standardised ``X`` (see the class docstring)."""
+        return self._proba_from_outputs(*self._output_moments_scaled(X, xp), xp)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -189,9 +189,8 @@ class _MessagePassingMixin:
                          else f"epoch {self.n_iter_}")
                 values = "inputs"
                 if first_visit:  # (a classifier's labels are not scaled)
-                    values = ("inputs (every batch is standardised with the first call's "
-                              "scaling)" if is_classifier(self) else "inputs or targets "
-                              "(every batch is standardised with the first call's scaling)")
+                    values = (("inputs" if is_classifier(self) else "inputs or targets")
+                              + " (every batch is standardised with the first call's scaling)")
                 raise ValueError(
                     f"{type(self).__name__} training diverged: the weight posterior is not "
                     f"finite after {where}.  The messages overflow with extreme "
@@ -772,18 +771,7 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
     def _output_moments_scaled(self, X, xp):
         return network.predict_moments(self.state_, X)
 
-    def _proba_given_outputs(self, z, xp):
-        # the factors of _predict_proba_scaled at outputs known exactly
-        if self.likelihood_ == "softmax":
-            return likelihood.softmax_proba(z, xp.zeros(z.shape))  # softmax(z)
-        noise = 0.0
-        if self.likelihood_ == "regression":
-            noise = float(self._prediction_param("noise_std")) ** 2
-        return likelihood.argmax_proba(z, xp.zeros(z.shape) + noise,
-                                       float(self._prediction_param("argmax_noise_var")))
-
-    def _predict_proba_scaled(self, X, xp):
-        mean, var = network.predict_moments(self.state_, X)
+    def _proba_from_outputs(self, mean, var, xp):
         if self.likelihood_ == "softmax":
             return likelihood.softmax_proba(mean, var)
         if self.likelihood_ == "regression":

@@ -339,8 +339,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         n = X.shape[0]
         for _ in range(self.max_epochs):
             order = rng.permutation(n) if self.shuffle else np.arange(n)
-            if self._run_epoch(X, Y, order, xp):
-                self._warn_prior_sweep()
+            self._run_epoch(X, Y, order, xp)
         with np.errstate(over="ignore", invalid="ignore"):  # (a prior variance near 1e100)
             moments = self._predict_moments_scaled(X[:1000], xp)[:2]
         self._check_predicts_training_rows(
@@ -356,18 +355,17 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         # epoch of fit with shuffle=False would do.  run_epoch returns a new
         # state; the curve is appended to in place.
         restore = self._snapshot(log_z_curve_=list(self.log_z_curve_))
-        warn = self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
+        self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
         if not np.isfinite(self.log_z_curve_[-1]):
             # Every update of such a row is rejected, but the noise and prior
             # updates would still move the model.
             self._refuse_batch("a row of this batch has zero likelihood under the model "
                                "(log Z = -inf)", restore)
-        if warn:  # (last: a warning turned into an error finds the batch taken)
-            self._warn_prior_sweep()
 
     def _run_epoch(self, X, Y, order, xp):
-        """One epoch (``pbp.run_epoch``) and its bookkeeping; returns whether
-        its prior sweep is the first discarded one (:meth:`_warn_prior_sweep`)."""
+        """One epoch (``pbp.run_epoch``) and its bookkeeping, with a warning
+        for the first discarded prior sweep (in ``partial_fit`` and a warm
+        start held until the batch is kept: ``base.held_warnings``)."""
         self.state_, info = pbp.run_epoch(
             self.state_,
             X,
@@ -389,7 +387,8 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         )
         self._log(f"epoch {self.n_iter_}: mean log Z {self.log_z_curve_[-1]:.4f}", level=2)
         # once since the model was set up (fit, or the first partial_fit)
-        return bool(info["prior_sweep_rejected"]) and self.n_prior_sweeps_rejected_ == 1
+        if info["prior_sweep_rejected"] and self.n_prior_sweeps_rejected_ == 1:
+            self._warn_prior_sweep()
 
     def _warn_prior_sweep(self):
         warn_user(

@@ -568,15 +568,7 @@ class TAGIClassifier(_TAGIMixin, BaseBayesianClassifier):
     def _output_moments_scaled(self, X, xp):
         return tagi.forward(self.posterior_, X)
 
-    def _proba_given_outputs(self, z, xp):
-        # Eq. 24 at outputs known exactly, with the noise of _predict_proba_scaled
-        noise = 0.0
-        if self._prediction_param("proba_noise"):
-            noise = float(self._prediction_param("sigma_v")) ** 2
-        return self.tree_.proba(z, xp.zeros(z.shape) + noise, self._prediction_param("alpha"))
-
-    def _predict_proba_scaled(self, X, xp):
-        z_mean, z_var = tagi.forward(self.posterior_, X)
+    def _proba_from_outputs(self, z_mean, z_var, xp):
         # Eq. 24 on the noisy outputs, as the reference code
         if self._prediction_param("proba_noise"):
             z_var = z_var + float(self._prediction_param("sigma_v")) ** 2
