@@ -51,6 +51,7 @@ from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._backend import DEVICES, asnumpy, cuda_available, get_namespace, resolve_device, to_device
+from ._random import check_rng
 from .distributions import CategoricalPredictive, NormalPredictive
 
 #: Upper bound of the scale parameters that the estimators square (standard
@@ -128,6 +129,23 @@ _LIBRARY_PATHS = _OWN_PATHS + (
     os.path.dirname(os.path.abspath(sklearn.__file__)) + os.sep,
     os.path.dirname(os.path.abspath(joblib.__file__)) + os.sep,
 )
+
+
+#: The checks of a fitted model on its training rows (the regressors'
+#: :meth:`~BaseBayesianRegressor._warn_if_noise_too_small`, the classifiers'
+#: :meth:`~BaseBayesianClassifier._warn_if_confidently_wrong`) read at most
+#: ``_FIT_CHECK_MAX_ROWS`` of them and need ``_FIT_CHECK_ROWS``.
+_FIT_CHECK_ROWS = 50
+_FIT_CHECK_MAX_ROWS = 1000
+
+
+def _fit_check_chunks(n, xp):
+    """Indices (in namespace ``xp``) of at most ``_FIT_CHECK_MAX_ROWS`` evenly
+    spaced rows of ``n`` (sorted data stay represented), in chunks of 100, so
+    that a check adds little to a fit's peak memory."""
+    rows = np.unique(np.linspace(0, n - 1, min(n, _FIT_CHECK_MAX_ROWS)).astype(np.int64))
+    for start in range(0, rows.size, 100):
+        yield xp.asarray(rows[start:start + 100])
 
 
 def share_outside_intervals(abs_z, confidence=0.95):
@@ -679,6 +697,15 @@ class _BayesianEstimatorMixin:
                 + f"; {remedy}."
             )
 
+    def _check_later_call(self):
+        """A later ``partial_fit``: the parameters valid (sklearn's
+        ``_fit_context`` checks them only while the estimator is unfitted, so
+        ``set_params(n_iter_per_batch=0)`` had made a call learn nothing and
+        ``batch_size=0`` raised a bare ``range()`` error) and the network's
+        unchanged (:meth:`_check_structure`)."""
+        self._validate_params()
+        self._check_structure()
+
     def _clear_fitted(self):
         """Forget everything learned: at the start of ``fit``, and when a fit or
         a first ``partial_fit`` fails.
@@ -841,9 +868,8 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
     #: above 0.1 the test rows' was 1.05-1.51 times it
     #: (``benchmarks/noise_level_check.py``).  For a calibrated predictive
     #: the chance of exceeding it is below 0.4% from 50 rows
-    #: (:attr:`_NOISE_CHECK_ROWS`; binomial, 0.05).
+    #: (``_FIT_CHECK_ROWS``; binomial, 0.05).
     _NOISE_SHARE_WARN = 0.15
-    _NOISE_CHECK_ROWS = 50
 
     def _warn_if_noise_too_small(self, X, Y, xp):
         """After ``fit`` (a warm one too): a UserWarning where more than
@@ -851,19 +877,13 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         standardised, evenly spaced; per output) lie outside their 95%
         predictive intervals, i.e. where the fixed noise level
         :attr:`_fixed_noise_param` leaves the predictive overconfident even
-        on the data it was fitted to.  Not below :attr:`_NOISE_CHECK_ROWS`
-        rows."""
+        on the data it was fitted to.  Not below 50 rows."""
         name = self._fixed_noise_param
-        n = X.shape[0]
-        if name is None or n < self._NOISE_CHECK_ROWS:
+        if name is None or X.shape[0] < _FIT_CHECK_ROWS:
             return
-        # evenly spaced rows (sorted data stay represented), in chunks of 100,
-        # so that the check adds little to the fit's peak memory
-        rows = np.unique(np.linspace(0, n - 1, min(n, 1000)).astype(np.int64))
         z = []
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            for start in range(0, rows.size, 100):
-                chunk = xp.asarray(rows[start:start + 100])
+            for chunk in _fit_check_chunks(X.shape[0], xp):
                 mean, epi, ale = (asnumpy(a) for a in self._predict_moments_scaled(
                     xp.take(X, chunk, axis=0), xp))
                 z.append(np.abs(asnumpy(xp.take(Y, chunk, axis=0)) - mean) / np.sqrt(epi + ale))
@@ -1003,7 +1023,7 @@ class PartialFitMixin:
                 self.y_scaler_ = _fit_target_scaler(Y)
                 self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
             else:
-                self._check_structure()
+                self._check_later_call()
                 xp = self._namespace()
             with self._training_X(X, xp) as X_scaled:
                 self._partial_fit_scaled(X_scaled, self._scale_Y(Y, xp), xp, self._rng)
@@ -1098,17 +1118,60 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             xp = self._namespace()
             with self._warm_start(X, xp) as X_scaled:
                 self._warm_fit_scaled(X_scaled, self._encode(y), xp)
+            self._warn_if_confidently_wrong(X_scaled, self._encode(y), xp)
             return self
         self._clear_fitted()  # a fit starts afresh (no attribute of an earlier fit stays)
         try:
             X, y = self._validate_labels(X, y, reset=True, min_samples=2)
             self._set_classes(y)
             xp = self._start(X)
-            self._fit_scaled(self._scale_X(X, xp), self._encode(y), xp, self._rng)
+            X = self._scale_X(X, xp)
+            self._fit_scaled(X, self._encode(y), xp, self._rng)
         except BaseException:  # (an interrupt too)
             self._clear_fitted()  # no half-fitted model that partial_fit would extend
             raise
+        self._warn_if_confidently_wrong(X, self._encode(y), xp)  # (after, as the regressors')
         return self
+
+    #: A calibrated classifier gives a row's own label a probability below
+    #: ``0.01 / (n_classes - 1)`` in at most 1% of the rows (the classes below
+    #: that probability occur, together, at most ``n_classes - 1`` times it);
+    #: a share of the training rows above this warns.  For a calibrated one
+    #: the chance of exceeding it is below 0.2% from 50 rows (binomial, 0.01).
+    _WRONG_SHARE_WARN = 0.06
+
+    def _warn_if_confidently_wrong(self, X, codes, xp):
+        """After ``fit`` (a warm one too): a UserWarning where more than
+        :attr:`_WRONG_SHARE_WARN` of the training rows (at most 1000,
+        standardised, evenly spaced) give their own label a probability below
+        ``0.01 / (n_classes - 1)``: probabilities confidently wrong on the
+        data the model was fitted to (a prior too wide for the
+        linearisation, a diverged fit, an overconfident likelihood), which
+        predicting the training rows would not show.  Not below 50 rows."""
+        n_classes = len(self.classes_)
+        if X.shape[0] < _FIT_CHECK_ROWS:
+            return
+        below = 0.01 / (n_classes - 1)
+        own = []
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for chunk in _fit_check_chunks(X.shape[0], xp):
+                proba = asnumpy(self._predict_proba_scaled(xp.take(X, chunk, axis=0), xp))
+                own.append(np.take_along_axis(proba, codes[asnumpy(chunk)][:, None], axis=1))
+        share = float(np.mean(np.concatenate(own) < below))
+        if share > self._WRONG_SHARE_WARN:
+            warn_user(
+                f"{type(self).__name__}: {share:.1%} of the training rows get a probability "
+                f"below {below:.2g} for their own label (a calibrated classifier: at most 1% "
+                f"of them; above {self._WRONG_SHARE_WARN:.0%} warns): the probabilities are "
+                "confidently wrong even on the data the model was fitted to.  "
+                f"{self._overconfidence_remedy()}",
+                UserWarning,
+            )
+
+    def _overconfidence_remedy(self):
+        """The end of :meth:`_warn_if_confidently_wrong`'s message."""
+        return ("Choose the prior and noise parameters by cross-validation, e.g. "
+                "GridSearchCV with scoring='neg_log_loss'.")
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None):
@@ -1139,7 +1202,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                 xp = self._start(X)
                 self._init_online(X.shape[1], len(self.classes_), xp, self._rng)
             else:
-                self._check_structure()
+                self._check_later_call()
                 if classes is not None and not np.array_equal(np.unique(classes),
                                                               self.classes_):
                     raise ValueError(
@@ -1215,12 +1278,17 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             (the epistemic part of the entropy): the class probabilities given
             the network's outputs drawn from their Gaussian predictive (the
             weights' uncertainty), the likelihood's own noise included.  Its
-            probabilities are then the members' mean.  For two classes (and
-            TAGI's trees of 2, 4, 8... classes) that is, in expectation,
-            :meth:`predict_proba`'s closed form; with more classes the closed
-            forms approximate it (renormalised pairwise or tree probits, the
-            softmax's probit), and the two can differ by a few hundredths
-            (so can their argmax, :meth:`predict`).  The members take
+            probabilities are then the members' mean.  For two classes the
+            argmax and one-hot regression likelihoods' closed form (and TAGI's
+            trees of 2, 4, 8... classes) is, in expectation, that mean; the
+            softmax's probit and, with more classes, the renormalised pairwise
+            or tree probits approximate it.  Where the predictive is wide (few
+            training rows, inputs far from the data) the two can differ by
+            tenths, and so can their argmax (:meth:`predict`).  In the cases
+            of ``benchmarks/members_vs_closed_form.py``
+            :meth:`predict_proba`'s test log-loss was the lower one with the
+            argmax and regression likelihoods and within 0.02 of the members'
+            with the softmax and TAGI.  The members take
             ``8 n_members n_samples n_classes``
             bytes, and the draws and the probabilities' temporaries about as
             much again.
@@ -1241,8 +1309,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             mean, var = (asnumpy(a) for a in self._output_moments_scaled(X, xp))
         self._check_finite_prediction(X, mean, var)
         # drawn on the host: the same members on every device for one seed
-        rng = (random_state if isinstance(random_state, np.random.Generator)
-               else check_random_state(random_state))
+        rng = check_rng(random_state)
         n, k = mean.shape
         draws = mean + np.sqrt(np.maximum(var, 0.0)) * rng.standard_normal((n_members, n, k))
         with np.errstate(over="ignore", invalid="ignore"):  # (one call for all members)

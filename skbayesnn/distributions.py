@@ -41,7 +41,8 @@ from collections import namedtuple
 
 import numpy as np
 from scipy import special, stats
-from sklearn.utils import check_random_state
+
+from ._random import check_rng
 
 __all__ = [
     "NormalPredictive",
@@ -137,13 +138,6 @@ def _y_array(y, batch_shape):
     return y
 
 
-def _check_rng(random_state):
-    """sklearn's check_random_state, also accepting a numpy Generator."""
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    return check_random_state(random_state)
-
-
 def _size_tuple(size):
     if size is None:
         return ()
@@ -193,7 +187,8 @@ def _norm_logpdf(y, m, v):
 
 
 def _norm_cdf(y, m, v):
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # (far in the tail d / s overflows to +-inf, whose value is the limit)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         s = np.sqrt(v)
         d = y - m
         out = np.where(s > 0, special.ndtr(d / s), (d >= 0).astype(np.float64))
@@ -201,7 +196,8 @@ def _norm_cdf(y, m, v):
 
 
 def _norm_sf(y, m, v):
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # (far in the tail d / s overflows to +-inf, whose value is the limit)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         s = np.sqrt(v)
         d = y - m
         out = np.where(s > 0, special.ndtr(-d / s), (d < 0).astype(np.float64))
@@ -209,7 +205,8 @@ def _norm_sf(y, m, v):
 
 
 def _norm_logcdf(y, m, v):
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # (far in the tail d / s overflows to +-inf, whose value is the limit)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         s = np.sqrt(v)
         d = y - m
         out = np.where(s > 0, special.log_ndtr(d / s), np.where(d >= 0, 0.0, -np.inf))
@@ -596,7 +593,7 @@ class NormalPredictive(_ContinuousMixin):
         >>> NormalPredictive([0.0, 5.0], 1.0).rvs(3, random_state=0).shape
         (3, 2)
         """
-        rng = _check_rng(random_state)
+        rng = check_rng(random_state)
         out_shape = _size_tuple(size) + self.shape
         z = rng.standard_normal(out_shape)
         return self._mean + np.sqrt(self._var) * z
@@ -1127,7 +1124,7 @@ class GaussianMixturePredictive(_ContinuousMixin):
         >>> bool(np.all(d.rvs(1000, random_state=0) < 50))
         True
         """
-        rng = _check_rng(random_state)
+        rng = check_rng(random_state)
         out_shape = _size_tuple(size) + self.shape
         u = rng.random(out_shape)
         z = rng.standard_normal(out_shape)
@@ -1501,7 +1498,7 @@ class CategoricalPredictive(_ReadOnlyArrays):
         >>> CategoricalPredictive([[0.0, 1.0]], ["a", "b"]).rvs(3, random_state=0)[:, 0]
         array(['b', 'b', 'b'], dtype='<U1')
         """
-        rng = _check_rng(random_state)
+        rng = check_rng(random_state)
         out_shape = _size_tuple(size) + self.shape
         u = rng.random(out_shape)
         idx = _choose_index(np.cumsum(self._proba, axis=-1), u, _last_positive(self._proba))

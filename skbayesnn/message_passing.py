@@ -278,14 +278,15 @@ class _MessagePassingMixin:
         st = self.state_
         first_new, n_iter, n_fallback = st.n_slots, self.n_iter_, st.n_fallback
         rng_before = copy.deepcopy(rng)
+        posterior_before = network.copy_posterior(st)
         try:
             self._train_new(X, T, xp, rng, 1, first_visit=True)
         except BaseException:
             # e.g. divergence, or an interrupt: drop this call's slots, so the
-            # model is the one before the call, random stream included (later
-            # calls and predictions still work; a batch half visited would
-            # otherwise be folded in by the next call)
-            network.drop_slots(st, first_new)
+            # model is the one before the call, bit for bit, random stream
+            # included (later calls and predictions still work; a batch half
+            # visited would otherwise be folded in by the next call)
+            network.drop_slots(st, first_new, posterior_before)
             self.n_iter_, st.n_fallback = n_iter, n_fallback
             self._rng = rng_before
             raise
@@ -393,7 +394,9 @@ _TRAINING_DOC = """    prior_var : float, array-like of float or None, default=N
         revisits an example, so both are then the same computation and store
         the same (no per-example messages).  See :meth:`memory_bytes`.
     damping : bool, default=True
-        EMA damping of the batch aggregates, rate ``0.9 + 0.1 exp(-0.3 (e-1))``.
+        EMA damping of the weights' batch aggregates, rate ``0.9 + 0.1
+        exp(-0.3 (e-1))`` (§6; the biases' aggregates are not damped, as in
+        the paper's code).
     max_abs_z : float > 0 or None, default=None
         Bound on the standardised training inputs: a feature whose standard
         deviation is below ``(max - min) / max_abs_z`` is scaled by that instead
@@ -443,7 +446,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         + """    noise_std : float, default=0.4
         Fixed observation noise ``s`` of the training likelihood
         ``N(y; f, s^2)``, in units of the standardised target (the paper's UCI
-        value; §3.3).  Not learned.
+        value; §10, §12.4).  Not learned.
     predictive_noise_std : float or None, default=None
         ``beta`` of the predictive ``N(mu, sigma^2 + beta^2)``, standardised
         units; None: ``beta = noise_std``.  Prediction reads it (and, when
@@ -464,7 +467,7 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         + """
     Attributes
     ----------
-    state_ : MPState
+    state_ : skbayesnn.inference.message_passing.network.MPState
         Prior, batch-slot messages and marginals of every layer (standardised
         units).
     posterior_ : GaussianMLPPosterior
@@ -476,13 +479,18 @@ class MessagePassingRegressor(_MessagePassingMixin, PartialFitMixin, BaseBayesia
         Epochs run (each ``partial_fit`` call counts one, a warm ``fit`` its
         ``max_epochs``).
     n_features_in_, n_outputs_, x_scaler_, y_scaler_, device_
+    feature_names_in_ : ndarray of str
+        Where ``X`` had string column names (a DataFrame), as in sklearn.
 
     Notes
     -----
-    The predictive is ``N(mu, sigma^2 + beta^2)``: ``sigma^2`` from the weights
-    (``epistemic_var`` of :meth:`predict_dist`) and ``beta^2`` the noise
-    (``aleatoric_var``; ``beta`` is ``predictive_noise_std``, by default
-    ``noise_std``).  ``partial_fit`` adds each call's rows as new batch
+    ``y`` may have several columns (targets), each standardised on its own,
+    with the one ``noise_std`` in those units; :meth:`predict` then returns
+    ``(n_samples, n_outputs)``.  The predictive is ``N(mu, sigma^2 +
+    beta^2)``: ``sigma^2`` from the weights (``epistemic_var`` of
+    :meth:`predict_dist`) and ``beta^2`` the noise (``aleatoric_var``;
+    ``beta`` is ``predictive_noise_std``, by default ``noise_std``).
+    ``partial_fit`` adds each call's rows as new batch
     slots and visits them once, undamped; earlier slots are not revisited
     (their data are not stored), so no row of a call is counted twice; rows
     passed again in a later call are new observations (for several passes
@@ -637,7 +645,7 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         ``predict_proba`` uses it, so a ``set_params(likelihood=...)`` takes
         effect at the next ``fit`` (a later ``partial_fit`` refuses it, as a
         changed layer size).
-    state_ : MPState
+    state_ : skbayesnn.inference.message_passing.network.MPState
     posterior_ : GaussianMLPPosterior
         The weight and bias marginals as the library's common posterior
         (standardised units; ``sample_weights`` draws networks from it, §15
@@ -750,6 +758,17 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
             return "; rescale the data"
         return (f", or with a very small {name} (here {getattr(self, name)!r}); rescale the "
                 f"data or increase {name}")
+
+    def _overconfidence_remedy(self):
+        # (base._warn_if_confidently_wrong; the class Notes measure the
+        # pairwise product's overconfidence with many classes)
+        start = ""
+        if self.likelihood_ in ("argmax", "regression") and len(self.classes_) > 10:
+            start = (f"The {self.likelihood_} likelihood's pairwise-probit product grows more "
+                     f"confident with every class ({len(self.classes_)} here): prefer "
+                     "likelihood='softmax' above about ten classes.  Otherwise ")
+        return (f"{start}{'t' if start else 'T'}rain longer, or choose the likelihood and the "
+                "priors by cross-validation, e.g. GridSearchCV with scoring='neg_log_loss'.")
 
     def _init_online(self, n_features, n_classes, xp, rng):
         self.likelihood_ = self.likelihood

@@ -22,9 +22,10 @@ Every metric except :func:`pit_values` returns a weighted mean over samples
 (``sample_weight=None`` gives equal weights) as a Python ``float``.  Inputs are
 validated with scikit-learn's utilities; NaN or infinite values, negative
 standard deviations and inconsistent lengths raise :class:`ValueError`.  A
-predictive distribution must describe one target per sample: its batch shape
-(``shape``, or that of ``mean()``) has ``n_samples`` elements, e.g.
-``(n_samples,)`` or ``(n_samples, 1)``, and ``y_true`` is reshaped to it.
+predictive distribution's batch shape (``shape``, or that of ``mean()``) is
+``y_true``'s: ``(n_samples,)`` (or ``(n_samples, 1)``, to which a 1-D
+``y_true`` is reshaped), or ``(n_samples, n_outputs)`` for several targets
+(each metric's docstring says how it treats the outputs).
 Computation is on the host with NumPy/SciPy.
 
 Scorers for ``scoring=`` in :class:`~sklearn.model_selection.GridSearchCV`,

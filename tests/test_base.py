@@ -9,6 +9,7 @@ from sklearn.exceptions import ConvergenceWarning, DataConversionWarning
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
+from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skbayesnn import (
@@ -249,6 +250,37 @@ def test_a_scale_set_later_does_not_depend_on_the_units(rng, make):
             model.partial_fit(X[20:], y[20:])
     assert model.x_scaler_.scale_[1] == np.inf
     assert not [w for w in record if "were constant" in str(w.message)]  # (kept batches only)
+
+
+@pytest.mark.parametrize("make, bad", [
+    (lambda: BayesianLinearRegressor(), {"prior_precision": -2.0}),
+    (lambda: MessagePassingRegressor((4,), batch_size=10, random_state=0),
+     {"n_iter_per_batch": 0}),
+    (lambda: MessagePassingRegressor((4,), batch_size=10, random_state=0),
+     {"memory": "bogus"}),
+    (lambda: TAGIRegressor(hidden_layer_sizes=(4,), random_state=0), {"batch_size": -5}),
+    (lambda: PBPRegressor((4,), random_state=0), {"batch_size": 0}),
+    (lambda: MessagePassingClassifier((4,), batch_size=10, random_state=0),
+     {"n_iter_per_batch": -1}),
+    (lambda: TAGIClassifier(hidden_layer_sizes=(4,), random_state=0), {"batch_size": 2.5}),
+])
+def test_a_later_partial_fit_checks_the_parameters(rng, make, bad):
+    # sklearn's _fit_context checks them only while the estimator is unfitted:
+    # set after the first call, n_iter_per_batch=0 and TAGI's batch_size=-5
+    # had made a call learn nothing, memory="bogus" ran as "per_batch", and the
+    # others raised math-domain, range() or Numba typing errors.  The refused
+    # call leaves the model as it was.
+    X, y = _data(rng, n=60)
+    kw = {}
+    if is_classifier(make()):
+        y, kw = (y > np.median(y)).astype(int), {"classes": [0, 1]}
+    model = make().partial_fit(X[:30], y[:30], **kw)
+    out = model.predict_proba if kw else model.predict
+    before, n_iter = out(X), getattr(model, "n_iter_", None)
+    with pytest.raises(InvalidParameterError, match=f"'{next(iter(bad))}' parameter"):
+        model.set_params(**bad).partial_fit(X[30:], y[30:])
+    np.testing.assert_array_equal(out(X), before)
+    assert getattr(model, "n_iter_", None) == n_iter
 
 
 def test_a_late_scale_is_kept_with_its_batch_and_not_shared_with_copies(rng):
@@ -1313,6 +1345,80 @@ def test_the_noise_check_does_not_call_calibrated_non_gaussian_residuals_too_nar
             warnings.filterwarnings("error", message=".*predictive intervals")
             model.fit(X, y)
         assert model.score(X, y) > 0.9
+
+
+def _three_sign_classes(rng, n):
+    X = rng.normal(size=(n, 2))
+    return X, (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)
+
+
+def test_a_classifier_confidently_wrong_on_its_training_rows_warns(rng):
+    # A reviewer's TAGIClassifier(gain_w=1000): training accuracy 0.52 with
+    # most rows given P > 0.999, half of them wrongly, and no word.  Its own
+    # label below 0.01 / (K - 1) in 40% of the training rows warns, with the
+    # estimator's remedy; the default prior (none such row) and too few rows
+    # to say do not.
+    X, y = _three_sign_classes(rng, 200)
+    make = lambda g: TAGIClassifier((16,), max_epochs=5, gain_w=g, random_state=0)  # noqa: E731
+    with pytest.warns(UserWarning, match=r"% of the training rows get a probability below "
+                      r"0.005 for their own label.*too wide.*gain_w=1000"):
+        model = make(1000.0).fit(X, y)
+    assert model.score(X, y) < 0.7
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*their own label")
+        assert make(1.0).fit(X, y).score(X, y) > 0.9
+        make(1000.0).fit(X[:49], y[:49])  # too few rows to say
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 10])
+def test_the_classifier_check_holds_for_calibrated_and_fires_for_sharpened_probabilities(
+        rng, n_classes):
+    # Its threshold against the true class probabilities: labels drawn from
+    # them give their own label a probability below 0.01 / (K - 1) in at most
+    # 1% of the rows in expectation (here 2000 rows; the check warns above 6%),
+    # so no warning, whatever K; the same probabilities sharpened (logits times
+    # 10, a confidently wrong model) do warn.
+    model = TAGIClassifier((2,), max_epochs=1, random_state=0).fit(
+        rng.normal(size=(20, 2)), np.arange(20) % n_classes)
+    logits = 2.0 * rng.normal(size=(2000, n_classes))
+    true = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    codes = np.array([rng.choice(n_classes, p=p) for p in true])
+    rows = np.arange(2000.0)[:, None]  # the "inputs" index the rows
+
+    def sharpened(temperature):
+        def proba(X, xp):
+            p = np.exp(logits[X[:, 0].astype(int)] * temperature)
+            return p / p.sum(axis=1, keepdims=True)
+        return proba
+
+    own = true[np.arange(2000), codes]
+    assert np.mean(own < 0.01 / (n_classes - 1)) <= 0.01 + 3 * np.sqrt(0.01 / 2000)
+    model._predict_proba_scaled = sharpened(1.0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*their own label")
+        model._warn_if_confidently_wrong(rows, codes, np)
+    model._predict_proba_scaled = sharpened(10.0)
+    with pytest.warns(UserWarning, match="their own label"):
+        model._warn_if_confidently_wrong(rows, codes, np)
+
+
+def test_message_passing_many_classes_overconfidence_advises_softmax(rng):
+    # The argmax likelihood's pairwise product on 40 classes: 16% of the
+    # training rows (50% of the test rows) below 0.01 / 39 for their own
+    # label after 10 epochs (benchmarks/noise_level_check.py, where the
+    # softmax likelihood, too slow for a test with 40 classes, has none); the
+    # warning advises the softmax.  A warm start is checked too.
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(1000, 20, n_informative=10, n_classes=40,
+                               n_clusters_per_class=1, random_state=0)
+    warm = MessagePassingClassifier((32,), max_epochs=5, warm_start=True, random_state=0)
+    with pytest.warns(UserWarning, match=r"their own label.*argmax likelihood's pairwise-probit "
+                      r"product.*\(40 here\): prefer likelihood='softmax'"):
+        warm.fit(X, y)
+    with pytest.warns(UserWarning, match="their own label"):
+        warm.set_params(max_epochs=1).fit(X, y)  # (continues the first)
+    assert warm.n_iter_ == 6
 
 
 def test_a_later_batchs_warning_as_an_error_finds_the_batch_taken(rng):

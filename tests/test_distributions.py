@@ -140,6 +140,18 @@ def test_normal_zero_variance_is_a_point_mass():
         d.to_scipy()
 
 
+def test_normal_far_tails_give_their_limits_quietly():
+    # (y - m) / sd overflows there: the limits, with no RuntimeWarning (sf and
+    # logcdf had warned of the overflow)
+    d = NormalPredictive([0.0, 0.0], [1e-300, 1.0])
+    y = np.array([[1e308, 1e308], [-1e308, -1e308]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_array_equal(d.cdf(y), [[1.0, 1.0], [0.0, 0.0]])
+        assert_array_equal(d.sf(y), [[0.0, 0.0], [1.0, 1.0]])
+        assert_array_equal(d.logcdf(y), [[0.0, 0.0], [-np.inf, -np.inf]])
+
+
 def test_normal_slicing_keeps_parts_consistent(normal):
     mask = np.array([True, False, True, True, False, False])
     for key in [slice(1, 4), [0, 5, 2], mask, 3, (slice(None), 1), (Ellipsis, 0)]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._backend import array_namespace, to_device
+from .._random import check_rng
 from .activations import activation_value, check_activation
 
 
@@ -157,11 +158,9 @@ class GaussianMLPPosterior:
         Means are drawn ``N(0, mean_scale**2 / n_in)`` (``mean_scale=None`` gives 1,
         i.e. He-like scaling without the factor 2); variances are constant.
         """
-        from sklearn.utils import check_random_state
-
         if len(layer_sizes) < 2 or any(int(n) < 1 for n in layer_sizes):
             raise ValueError(f"layer_sizes must be >= 2 positive ints, got {layer_sizes!r}.")
-        rs = check_random_state(random_state)
+        rs = check_rng(random_state)
         wm, wv, bm, bv = [], [], [], []
         for n_in, n_out in zip(layer_sizes[:-1], layer_sizes[1:]):
             scale = (1.0 if mean_scale is None else mean_scale) / np.sqrt(n_in)
@@ -201,9 +200,7 @@ class GaussianMLPPosterior:
         -------
         weights, biases : lists of arrays with a leading axis of length ``n_samples``
         """
-        from sklearn.utils import check_random_state
-
-        rs = check_random_state(random_state)
+        rs = check_rng(random_state)
         xp = array_namespace(self.weight_means[0])
         weights, biases = [], []
         for wm, wv, bm, bv in zip(

@@ -23,6 +23,7 @@ from numbers import Integral, Real
 import numpy as np  # (shape arithmetic only: arrays go through their namespace)
 
 from .._backend import array_namespace, special
+from .._random import check_rng
 from .activations import APPROXIMATIONS as ACT_APPROXIMATIONS
 from .activations import activation_moments
 from .linear import linear_moments
@@ -184,9 +185,7 @@ def sample_outputs(posterior, X, n_samples, *, random_state=None, chunk_size=256
     _check_count(n_samples, "n_samples")
     _check_count(chunk_size, "chunk_size")
     xp = array_namespace(X, posterior.weight_means[0])
-    from sklearn.utils import check_random_state
-
-    rs = check_random_state(random_state)
+    rs = check_rng(random_state)
     out = []
     for start in range(0, n_samples, chunk_size):
         s = min(chunk_size, n_samples - start)
@@ -211,7 +210,7 @@ def monte_carlo_predictive(
         the samples (analytic_predictive.md §13.4; add the observation noise to the
         variance for the predictive).  ``"classification"`` returns the average of
         the sampled softmax (or sigmoid, for one output) probabilities.
-    random_state : int, RandomState instance or None
+    random_state : int, RandomState instance, Generator or None
 
     Returns
     -------

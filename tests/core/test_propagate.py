@@ -90,7 +90,8 @@ def test_linear_network_input_uncertainty_first_layer_exact(rng):
     mean, var = propagate(post, X, X_var)
     n = 200_000
     a = X + np.sqrt(X_var) * rng.standard_normal((n, 4, 3))
-    w, b = post.sample_weights(n, random_state=5)
+    # (a NumPy Generator, as every other draw of the library accepts)
+    w, b = post.sample_weights(n, random_state=np.random.default_rng(5))
     f = np.einsum("ski,sni->snk", w[0], a) + b[0][:, None, :]
     mc_mean, mc_var, se_m, se_v = mc_moments(f)
     assert_mc_close(mean, mc_mean, se_m, what="mean")

@@ -63,6 +63,7 @@ __all__ = [
     "run_epoch",
     "add_batches",
     "fold_slots",
+    "copy_posterior",
     "drop_slots",
     "is_finite",
     "predict_moments",
@@ -251,13 +252,24 @@ def fold_slots(state, target):
             slots[layer][target] = (tau, rho)
 
 
-def drop_slots(state, first):
-    """Remove slots ``first, first + 1, ...`` and rebuild the posterior from the
-    rest (undoes :func:`add_batches` and the visits of the dropped slots)."""
+def copy_posterior(state):
+    """Copies of the posterior's natural parameters ``(post_w, post_b)``, for
+    :func:`drop_slots` (the visits update them in place)."""
+    return tuple([(t + 0.0, r + 0.0) for t, r in post] for post in (state.post_w, state.post_b))
+
+
+def drop_slots(state, first, posterior=None):
+    """Remove slots ``first, first + 1, ...`` and undo their visits (undoes
+    :func:`add_batches`): the posterior is ``posterior``, a
+    :func:`copy_posterior` taken before they were added, or else rebuilt from
+    the other slots (equal up to rounding)."""
     for slots in (state.slots_w, state.slots_b):
         for layer_slots in slots:
             del layer_slots[first:]
-    recompute_posterior(state)
+    if posterior is None:
+        recompute_posterior(state)
+    else:
+        state.post_w, state.post_b = posterior
 
 
 def is_finite(state):

@@ -1,0 +1,17 @@
+"""Random generators from sklearn's ``random_state`` convention."""
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+
+def check_rng(random_state):
+    """sklearn's :func:`~sklearn.utils.check_random_state`, also accepting (and
+    returning as it is) a NumPy ``Generator``.
+
+    For draws that both a ``RandomState`` and a ``Generator`` offer
+    (``standard_normal``, ``normal``, ``uniform``...); a fit's own stream stays
+    a ``RandomState``, as in sklearn.
+    """
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    return check_random_state(random_state)
