@@ -9,8 +9,8 @@ def check_rng(random_state):
     returning as it is) a NumPy ``Generator``.
 
     For draws that both a ``RandomState`` and a ``Generator`` offer
-    (``standard_normal``, ``normal``, ``uniform``...); a fit's own stream stays
-    a ``RandomState``, as in sklearn.
+    (``standard_normal``, ``normal``, ``uniform``...).  (A fit's own stream is
+    a ``Generator`` seeded from its ``random_state``, ``base._make_rng``.)
     """
     if isinstance(random_state, np.random.Generator):
         return random_state

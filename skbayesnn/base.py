@@ -31,6 +31,7 @@ import concurrent.futures
 import contextlib
 import copy
 import dataclasses
+import functools
 import multiprocessing
 import os
 import sys
@@ -48,7 +49,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state, check_scalar
 from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _is_fitted, check_is_fitted, validate_data
 
 from ._backend import DEVICES, asnumpy, cuda_available, get_namespace, resolve_device, to_device
 from ._random import check_rng
@@ -697,15 +698,6 @@ class _BayesianEstimatorMixin:
                 + f"; {remedy}."
             )
 
-    def _check_later_call(self):
-        """A later ``partial_fit``: the parameters valid (sklearn's
-        ``_fit_context`` checks them only while the estimator is unfitted, so
-        ``set_params(n_iter_per_batch=0)`` had made a call learn nothing and
-        ``batch_size=0`` raised a bare ``range()`` error) and the network's
-        unchanged (:meth:`_check_structure`)."""
-        self._validate_params()
-        self._check_structure()
-
     def _clear_fitted(self):
         """Forget everything learned: at the start of ``fit``, and when a fit or
         a first ``partial_fit`` fails.
@@ -867,8 +859,8 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
     #: On diabetes and three UCI splits, where the training rows' share was
     #: above 0.1 the test rows' was 1.05-1.51 times it
     #: (``benchmarks/noise_level_check.py``).  For a calibrated predictive
-    #: the chance of exceeding it is below 0.4% from 50 rows
-    #: (``_FIT_CHECK_ROWS``; binomial, 0.05).
+    #: the chance of exceeding it is below 0.5% for any number of rows from
+    #: 50 (``_FIT_CHECK_ROWS``; binomial, 0.05: largest at 53 rows, 0.46%).
     _NOISE_SHARE_WARN = 0.15
 
     def _warn_if_noise_too_small(self, X, Y, xp):
@@ -983,6 +975,22 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         return tags
 
 
+def _checks_parameters_when_fitted(partial_fit):
+    """Wraps a ``partial_fit`` decorated with sklearn's ``_fit_context``, which
+    checks the parameters only while the estimator is unfitted: a later call
+    then ran ``set_params``' values unchecked (``n_iter_per_batch=0`` learned
+    nothing, ``batch_size=0`` raised a bare ``range()`` error).  Outside it,
+    because inside it ``skip_parameter_validation`` is set for nested calls,
+    and the user's setting of it is honoured as there."""
+    @functools.wraps(partial_fit)
+    def checked(self, *args, **kwargs):
+        if _is_fitted(self) and not get_config()["skip_parameter_validation"]:
+            self._validate_params()
+        return partial_fit(self, *args, **kwargs)
+
+    return checked
+
+
 class PartialFitMixin:
     """``partial_fit`` for estimators that learn online.
 
@@ -1000,6 +1008,7 @@ class PartialFitMixin:
     def _init_online(self, n_features, n_outputs, xp, rng):
         """Create the initial (prior) state; override where needed."""
 
+    @_checks_parameters_when_fitted
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y):
         """Update the model with one batch of data.
@@ -1023,7 +1032,7 @@ class PartialFitMixin:
                 self.y_scaler_ = _fit_target_scaler(Y)
                 self._init_online(X.shape[1], Y.shape[1], xp, self._rng)
             else:
-                self._check_later_call()
+                self._check_structure()
                 xp = self._namespace()
             with self._training_X(X, xp) as X_scaled:
                 self._partial_fit_scaled(X_scaled, self._scale_Y(Y, xp), xp, self._rng)
@@ -1137,7 +1146,8 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
     #: ``0.01 / (n_classes - 1)`` in at most 1% of the rows (the classes below
     #: that probability occur, together, at most ``n_classes - 1`` times it);
     #: a share of the training rows above this warns.  For a calibrated one
-    #: the chance of exceeding it is below 0.2% from 50 rows (binomial, 0.01).
+    #: the chance of exceeding it is below 0.5% for any number of rows from 50
+    #: (binomial, 0.01: largest at 66 rows, 0.44%).
     _WRONG_SHARE_WARN = 0.06
 
     def _warn_if_confidently_wrong(self, X, codes, xp):
@@ -1173,6 +1183,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         return ("Choose the prior and noise parameters by cross-validation, e.g. "
                 "GridSearchCV with scoring='neg_log_loss'.")
 
+    @_checks_parameters_when_fitted
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None):
         """Update the classifier with one batch.
@@ -1202,7 +1213,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
                 xp = self._start(X)
                 self._init_online(X.shape[1], len(self.classes_), xp, self._rng)
             else:
-                self._check_later_call()
+                self._check_structure()
                 if classes is not None and not np.array_equal(np.unique(classes),
                                                               self.classes_):
                     raise ValueError(
@@ -1288,7 +1299,7 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
             of ``benchmarks/members_vs_closed_form.py``
             :meth:`predict_proba`'s test log-loss was the lower one with the
             argmax and regression likelihoods and within 0.02 of the members'
-            with the softmax and TAGI.  The members take
+            with TAGI and with a fitted softmax.  The members take
             ``8 n_members n_samples n_classes``
             bytes, and the draws and the probabilities' temporaries about as
             much again.

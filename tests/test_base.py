@@ -283,6 +283,21 @@ def test_a_later_partial_fit_checks_the_parameters(rng, make, bad):
     assert getattr(model, "n_iter_", None) == n_iter
 
 
+def test_a_later_partial_fit_honours_skip_parameter_validation(rng, monkeypatch):
+    # As sklearn's _fit_context: no check under skip_parameter_validation.
+    from sklearn import config_context
+
+    X, y = _data(rng, n=40)
+    model = TAGIRegressor(hidden_layer_sizes=(4,), random_state=0).partial_fit(X[:20], y[:20])
+    calls = []
+    monkeypatch.setattr(model, "_validate_params", lambda: calls.append(1))
+    with config_context(skip_parameter_validation=True):
+        model.partial_fit(X[20:30], y[20:30])
+    assert calls == []
+    model.partial_fit(X[30:], y[30:])
+    assert calls == [1]
+
+
 def test_a_late_scale_is_kept_with_its_batch_and_not_shared_with_copies(rng):
     # The warning of a late scale comes once the batch is kept, so a warning
     # turned into an error finds the model trained on it (it had left the
