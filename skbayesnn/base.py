@@ -45,11 +45,12 @@ import sklearn
 from scipy.special import ndtri as _sp_ndtri
 from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.exceptions import NotFittedError
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state, check_scalar
 from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
-from sklearn.utils.validation import _is_fitted, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._backend import DEVICES, asnumpy, cuda_available, get_namespace, resolve_device, to_device
 from ._random import check_rng
@@ -975,6 +976,15 @@ class BaseBayesianRegressor(_BayesianEstimatorMixin, RegressorMixin, BaseEstimat
         return tags
 
 
+def _fitted(estimator):
+    """Whether ``estimator`` is fitted, as sklearn's ``check_is_fitted`` says."""
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        return False
+    return True
+
+
 def _checks_parameters_when_fitted(partial_fit):
     """Wraps a ``partial_fit`` decorated with sklearn's ``_fit_context``, which
     checks the parameters only while the estimator is unfitted: a later call
@@ -984,7 +994,7 @@ def _checks_parameters_when_fitted(partial_fit):
     and the user's setting of it is honoured as there."""
     @functools.wraps(partial_fit)
     def checked(self, *args, **kwargs):
-        if _is_fitted(self) and not get_config()["skip_parameter_validation"]:
+        if not get_config()["skip_parameter_validation"] and _fitted(self):
             self._validate_params()
         return partial_fit(self, *args, **kwargs)
 

@@ -231,6 +231,13 @@ def _y_like_dist(y, y_dist):
     shape = _dist_batch_shape(y_dist)
     if shape is None or len(shape) == 0 or shape == y.shape:
         return y
+    if sum(size > 1 for size in shape) > 1:
+        # (reshaped, a flattened (n, k) y_true had been paired in C order
+        # whatever its flattening, and averaged over entries, not outputs)
+        raise ValueError(
+            f"y_true is 1-D ({n} values) but y_dist has several outputs (batch shape "
+            f"{shape}): pass y_true of shape {shape}, one column per output."
+        )
     if math.prod(shape) != n:
         raise ValueError(
             f"y_dist describes {math.prod(shape)} predictive distributions (batch shape "
@@ -822,7 +829,12 @@ def mean_interval_width(y_dist, confidence=0.95, *, sample_weight=None):
             "mean_interval_width: y_dist's batch shape must be (n_samples,) or (n_samples, "
             f"n_outputs); its intervals have shape {lo.shape}."
         )
-    if lo.ndim == 2 and lo.shape[0] > 1 and lo.shape[1] > 1:  # several outputs: their mean
+    # Several outputs: their mean.  A (1, k) batch is one sample of k outputs,
+    # unless k sample weights say it is a row of k samples (unweighted, the
+    # two means are the same); one weight for it had been refused.
+    row_of_samples = (lo.ndim == 2 and lo.shape[0] == 1 and sample_weight is not None
+                      and np.size(sample_weight) == lo.shape[1])
+    if lo.ndim == 2 and lo.shape[1] > 1 and not row_of_samples:
         return float(np.mean([interval_width(lo[:, j], hi[:, j], sample_weight=sample_weight)
                               for j in range(lo.shape[1])]))
     return interval_width(lo.reshape(-1), hi.reshape(-1), sample_weight=sample_weight)

@@ -7,7 +7,7 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._backend import asnumpy
@@ -105,14 +105,23 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         processed in turn (``n_split_``), as in TAGI.
     shuffle : bool, default=True
         A fresh random order of the rows every epoch of ``fit``.
-    refine_prior : bool, default=True
-        Run the EP sweep over the prior factors after every epoch (and after
-        every ``partial_fit``).  A sweep that changes the prior's mean weight
-        variance more than 10 fold is discarded (``n_prior_sweeps_rejected_``).
-        For a stream of small ``partial_fit`` batches prefer False: the
-        sweeps that are kept can still compound (a reviewer's stream of
+    refine_prior : "fit" or bool, default="fit"
+        Run the EP sweep over the prior factors (pbp.md §4) after every epoch
+        of ``fit`` ("fit"), also after every ``partial_fit`` call (True), or
+        never (False).  The reference sweeps after every pass over the data,
+        and a ``partial_fit`` call is one pass over its batch.  Sweeps after
+        single passes mostly hurt (``benchmarks/pbp_prior_sweep.py``;
+        diabetes, 300 training rows, test R^2 with / without the sweep: one
+        epoch of ``fit`` -2.15 / 0.45, two 0.46 / 0.40, forty 0.48 / 0.48;
+        ``partial_fit`` on 2 x 150 rows 0.38 / 0.46, on 10 x 30 rows 0.08 /
+        0.48, on 100 x 3 rows 0.26 / 0.34), though on the cubic stream of
+        ``examples/plot_pbp_regression.py`` (40 calls of 100 rows) they gave a
+        slightly better test NLPD, 2.616 against 2.636.  A sweep that
+        changes the prior's mean weight variance more than 10 fold is
+        discarded (``n_prior_sweeps_rejected_``); those that are kept can
+        still compound over a stream (a reviewer's stream of
         single rows of UCI concrete raised ``E[1/lambda]`` from 1.2 to 7e5 in
-        three passes, test RMSE 13.7 against 9.9 with False).
+        three passes, test RMSE 13.7 against 9.9 without sweeps).
     warm_start : bool, default=False
         When True, ``fit`` continues from the current posterior (another
         ``max_epochs`` epochs, the reference's ``re_train``), keeping the
@@ -179,8 +188,9 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         prior's mean weight variance ``E[1/lambda]`` more than 10 fold (a
         ``ConvergenceWarning`` says so the first time): with a prior much
         tighter than the default, or epochs of few rows (small ``partial_fit``
-        batches), the reference's sweep diverges (pbp.md §3.4, §4.2); those
-        epochs train as with ``refine_prior=False``.  Full fits on the UCI
+        batches with ``refine_prior=True``), the reference's sweep diverges
+        (pbp.md §3.4, §4.2); those epochs train as with
+        ``refine_prior=False``.  Full fits on the UCI
         data at the default prior discard none.
     n_features_in_, n_outputs_, x_scaler_, y_scaler_, device_
 
@@ -215,7 +225,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         "fit_bias": ["boolean"],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "shuffle": ["boolean"],
-        "refine_prior": ["boolean"],
+        "refine_prior": ["boolean", StrOptions({"fit"})],
         "warm_start": ["boolean"],
     }
 
@@ -233,7 +243,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         fit_bias=True,
         batch_size=1,
         shuffle=True,
-        refine_prior=True,
+        refine_prior="fit",
         warm_start=False,
         device="cpu",
         random_state=None,
@@ -351,21 +361,23 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
         )
 
     def _partial_fit_scaled(self, X, Y, xp, rng):
-        # One pass over the batch in the given order (plus the EP sweep), as one
-        # epoch of fit with shuffle=False would do.  run_epoch returns a new
-        # state; the curve is appended to in place.
+        # One pass over the batch in the given order, as one epoch of fit with
+        # shuffle=False would do (with the EP sweep only for refine_prior=True).
+        # run_epoch returns a new state; the curve is appended to in place.
         restore = self._snapshot(log_z_curve_=list(self.log_z_curve_))
-        self._run_epoch(X, Y, np.arange(X.shape[0]), xp)
+        self._run_epoch(X, Y, np.arange(X.shape[0]), xp, online=True)
         if not np.isfinite(self.log_z_curve_[-1]):
             # Every update of such a row is rejected, but the noise and prior
             # updates would still move the model.
             self._refuse_batch("a row of this batch has zero likelihood under the model "
                                "(log Z = -inf)", restore)
 
-    def _run_epoch(self, X, Y, order, xp):
-        """One epoch (``pbp.run_epoch``) and its bookkeeping, with a warning
-        for the first discarded prior sweep (in ``partial_fit`` and a warm
-        start held until the batch is kept: ``base.held_warnings``)."""
+    def _run_epoch(self, X, Y, order, xp, *, online=False):
+        """One epoch (``pbp.run_epoch``; ``online``: a ``partial_fit`` call)
+        and its bookkeeping, with a warning for the first discarded prior
+        sweep (in ``partial_fit`` and a warm start held until the batch is
+        kept: ``base.held_warnings``)."""
+        sweep = (not online) if isinstance(self.refine_prior, str) else bool(self.refine_prior)
         self.state_, info = pbp.run_epoch(
             self.state_,
             X,
@@ -373,7 +385,7 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
             order if xp is np else xp.asarray(order),
             batch_size=self.batch_size,
             spike_slab=self.spike_and_slab_,
-            refine=self.refine_prior,
+            refine=sweep,
         )
         self.n_iter_ += 1
         self.n_rejected_ += info["n_rejected"]
@@ -397,8 +409,9 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
             "and was discarded (that epoch "
             "kept the prior as it was, as refine_prior=False would).  This happens when "
             "the rows of an epoch or partial_fit call say little about the weights (few "
-            "rows, small online batches) or the prior is much tighter than the default "
-            "(6, 6); n_prior_sweeps_rejected_ counts the discarded sweeps.",
+            "rows, small online batches: refine_prior='fit' does not sweep after "
+            "partial_fit calls) or the prior is much tighter than the default (6, 6); "
+            "n_prior_sweeps_rejected_ counts the discarded sweeps.",
             ConvergenceWarning,
         )
 

@@ -321,11 +321,20 @@ def test_metrics_of_column_shaped_distributions(rng):
 
 def test_metrics_refuse_a_batch_of_another_size(rng):
     y = rng.normal(size=6)
-    for dist in (NormalPredictive(np.zeros((6, 2)), 1.0), NormalPredictive(np.zeros((3, 1)), 1.0),
+    metrics = (M.nlpd, M.crps, M.coverage, M.pit_values, M.regression_calibration_error)
+    for metric in metrics:
+        with pytest.raises(ValueError, match="inconsistent lengths"):
+            metric(y, NormalPredictive(np.zeros((3, 1)), 1.0))
+    # A 1-D y_true against several outputs, whatever its length: a flattened
+    # (n, k) one had been reshaped in C order, pairing an F-order flattening
+    # with the wrong predictions (and nlpd averaged over entries, not outputs).
+    Y = rng.normal(size=(6, 2))
+    for dist in (NormalPredictive(np.zeros((6, 2)), 1.0),
                  GaussianMixturePredictive(np.zeros((6, 2, 3)), 1.0)):
-        for metric in (M.nlpd, M.crps, M.coverage, M.pit_values, M.regression_calibration_error):
-            with pytest.raises(ValueError, match="inconsistent lengths"):
-                metric(y, dist)
+        for metric in metrics:
+            for flat in (y, Y.ravel(), Y.ravel(order="F")):
+                with pytest.raises(ValueError, match=r"y_true is 1-D .* several outputs"):
+                    metric(flat, dist)
 
 
 # ------------------------------------------------------------------ intervals & coverage
@@ -979,6 +988,11 @@ def test_multi_output_metrics_score_every_output(rng):
     row = NormalPredictive(mean[:, 0][None, :], var[:, 0][None, :])
     assert M.mean_interval_width(row, 0.9, sample_weight=w) == pytest.approx(
         np.average(hi[:, 0] - lo[:, 0], weights=w), rel=1e-12)
+    # and one sample of k outputs, with its one weight, is the mean over its
+    # outputs (its weight had been refused: k expected)
+    one = NormalPredictive(mean[:1], var[:1])
+    assert M.mean_interval_width(one, 0.9, sample_weight=[2.0]) == pytest.approx(
+        np.mean(hi[0] - lo[0]), rel=1e-12)
 
 
 def test_grid_search_scores_a_multi_output_model(rng):
