@@ -375,8 +375,13 @@ class NormalPredictive(_ContinuousMixin):
                 arr = _as_float_array(value, name)
                 _check_nonnegative(arr, name)
                 given[name] = arr
-        for name, arr in given.items():  # (a (n, 1) variance against (n,) means: (n, n))
-            _check_y_shape(arr.shape, mean.shape, name)
+        # (a (n, 1) variance against (n,) means, or against an (n,) other
+        # part, would broadcast to (n, n): one value per point in another layout)
+        arrays = [("mean", mean), *given.items()]
+        for i, (name, arr) in enumerate(arrays[1:], start=1):
+            for other, ref in arrays[:i]:
+                if ref.size > 1:
+                    _check_y_shape(arr.shape, ref.shape, f"{name} (against {other})")
         shape = _broadcast_shape([("mean", mean.shape)] + [(n, a.shape) for n, a in given.items()])
         mean = _broadcast_copy(mean, shape)
         given = {n: np.array(np.broadcast_to(a, shape)) for n, a in given.items()}

@@ -235,8 +235,10 @@ def _y_like_dist(y, y_dist):
         # (reshaped, a flattened (n, k) y_true had been paired in C order
         # whatever its flattening, and averaged over entries, not outputs)
         raise ValueError(
-            f"y_true is 1-D ({n} values) but y_dist has several outputs (batch shape "
-            f"{shape}): pass y_true of shape {shape}, one column per output."
+            f"y_true is 1-D ({n} values) but y_dist has batch shape {shape}, several values "
+            f"per sample: for several outputs pass y_true of shape {shape}, one column per "
+            "output; if y_dist should hold one distribution per sample, its parameters were "
+            "broadcast (e.g. an (n, 1) scale against (n,) locations)."
         )
     if math.prod(shape) != n:
         raise ValueError(
@@ -399,10 +401,11 @@ def nlpd(y_true, y_dist, *, sample_weight=None):
     ----------
     y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
     y_dist : predictive distribution over ``n_samples`` targets
-        Must provide a vectorised ``logpdf``.  Its batch shape (``shape``, or
-        the shape of ``mean()``) must have ``n_samples`` elements, e.g.
-        ``(n_samples,)`` or ``(n_samples, 1)``; ``y_true`` is reshaped to it.
-        For several outputs, the batch shape ``(n_samples, n_outputs)``.
+        Must provide a vectorised ``logpdf``.  For one output its batch
+        shape (``shape``, or the shape of ``mean()``) has ``n_samples``
+        elements, e.g. ``(n_samples,)`` or ``(n_samples, 1)``, and a 1-D
+        ``y_true`` is reshaped to it; for several outputs it is ``(n_samples,
+        n_outputs)``, ``y_true``'s shape (a 1-D ``y_true`` is refused).
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns
@@ -775,8 +778,9 @@ def coverage(y_true, y_dist, confidence=0.95, *, sample_weight=None):
     ----------
     y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
     y_dist : predictive distribution with ``interval(confidence)``
-        Its batch shape must have ``n_samples`` elements (see :func:`nlpd`),
-        or be ``(n_samples, n_outputs)`` for several outputs.
+        For one output its batch shape has ``n_samples`` elements; for
+        several, it is ``y_true``'s ``(n_samples, n_outputs)`` (see
+        :func:`nlpd`).
     confidence : float in (0, 1), default=0.95
     sample_weight : array-like of shape (n_samples,), default=None
 
@@ -862,9 +866,9 @@ def pit_values(y_true, y_dist):
     ----------
     y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
     y_dist : predictive distribution with ``cdf``
-        Its batch shape must have ``n_samples`` elements (see :func:`nlpd`);
-        ``y_true`` is reshaped to it.  For several outputs, the batch shape
-        ``(n_samples, n_outputs)``.
+        For one output its batch shape has ``n_samples`` elements, and a 1-D
+        ``y_true`` is reshaped to it; for several, it is ``y_true``'s
+        ``(n_samples, n_outputs)`` (see :func:`nlpd`).
 
     Returns
     -------

@@ -106,22 +106,22 @@ class PBPRegressor(PartialFitMixin, BaseBayesianRegressor):
     shuffle : bool, default=True
         A fresh random order of the rows every epoch of ``fit``.
     refine_prior : "fit" or bool, default="fit"
-        Run the EP sweep over the prior factors (pbp.md §4) after every epoch
-        of ``fit`` ("fit"), also after every ``partial_fit`` call (True), or
-        never (False).  The reference sweeps after every pass over the data,
-        and a ``partial_fit`` call is one pass over its batch.  Sweeps after
-        single passes mostly hurt (``benchmarks/pbp_prior_sweep.py``;
-        diabetes, 300 training rows, test R^2 with / without the sweep: one
-        epoch of ``fit`` -2.15 / 0.45, two 0.46 / 0.40, forty 0.48 / 0.48;
-        ``partial_fit`` on 2 x 150 rows 0.38 / 0.46, on 10 x 30 rows 0.08 /
-        0.48, on 100 x 3 rows 0.26 / 0.34), though on the cubic stream of
-        ``examples/plot_pbp_regression.py`` (40 calls of 100 rows) they gave a
-        slightly better test NLPD, 2.616 against 2.636.  A sweep that
-        changes the prior's mean weight variance more than 10 fold is
-        discarded (``n_prior_sweeps_rejected_``); those that are kept can
-        still compound over a stream (a reviewer's stream of
-        single rows of UCI concrete raised ``E[1/lambda]`` from 1.2 to 7e5 in
-        three passes, test RMSE 13.7 against 9.9 without sweeps).
+        Run the EP sweep over the prior factors (pbp.md §4) after every epoch of ``fit``
+        ("fit"), also after every ``partial_fit`` call (True), or never (False).  The
+        reference sweeps after every pass over the data, and a ``partial_fit`` call is one
+        pass over its batch.  After few passes the sweep mostly hurts
+        (``benchmarks/pbp_prior_sweep.py``: diabetes, 300 training rows, five row orders,
+        test R^2 better with the sweep than without after one epoch of ``fit`` in 0 of 5
+        orders (-2.15 against 0.45 in the first), after two in 2, after five in 5 (by up to
+        0.05), after forty in 4 (by 0.01 or less); after ``partial_fit`` streams of 1 x 300,
+        2 x 150, 10 x 30 and 100 x 3 rows in 0, 0, 2 and 0 of 5, with R^2 down to -2.07).
+        On the cubic stream of ``examples/plot_pbp_regression.py`` (40 calls of 100 rows)
+        the sweeps gave a slightly better test NLPD, 2.616 against 2.636.  ``fit`` with one
+        epoch still sweeps, as the reference does: set False there.  A sweep that changes
+        the prior's mean weight variance more than 10 fold is discarded
+        (``n_prior_sweeps_rejected_``); those that are kept can still compound over a stream
+        (a reviewer's stream of single rows of UCI concrete raised ``E[1/lambda]`` from 1.2
+        to 7e5 in three passes, test RMSE 13.7 against 9.9 without sweeps).
     warm_start : bool, default=False
         When True, ``fit`` continues from the current posterior (another
         ``max_epochs`` epochs, the reference's ``re_train``), keeping the

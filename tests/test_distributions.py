@@ -193,9 +193,11 @@ def test_normal_slicing_keeps_parts_consistent(normal):
         (([0.0], [1.0]), {"epistemic_var": 1.5}, "epistemic_var must not exceed var"),
         ((["a"], [1.0]), {}, "mean must be a real numeric"),
         # one variance per point in another layout: it had broadcast to (3, 3)
-        (([0.0, 1.0, 2.0], [[1.0], [2.0], [3.0]]), {}, "var has one value per point"),
+        (([0.0, 1.0, 2.0], [[1.0], [2.0], [3.0]]), {}, r"var \(against mean\) has one value"),
         (([0.0, 1.0, 2.0],), {"epistemic_var": [[1.0], [2.0], [3.0]], "aleatoric_var": 0.1},
-         "epistemic_var has one value per point"),
+         r"epistemic_var \(against mean\) has one value per point"),
+        ((0.0,), {"epistemic_var": [1.0, 1.0, 1.0], "aleatoric_var": [[1.0], [1.0], [1.0]]},
+         r"aleatoric_var \(against epistemic_var\) has one value per point"),
     ],
 )
 def test_normal_invalid_input(args, kwargs, match):

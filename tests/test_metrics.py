@@ -333,7 +333,8 @@ def test_metrics_refuse_a_batch_of_another_size(rng):
                  GaussianMixturePredictive(np.zeros((6, 2, 3)), 1.0)):
         for metric in metrics:
             for flat in (y, Y.ravel(), Y.ravel(order="F")):
-                with pytest.raises(ValueError, match=r"y_true is 1-D .* several outputs"):
+                with pytest.raises(ValueError, match=r"y_true is 1-D .* several values per "
+                                   r"sample: for several outputs pass y_true of shape"):
                     metric(flat, dist)
 
 
