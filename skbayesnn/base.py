@@ -1135,21 +1135,22 @@ class BaseBayesianClassifier(_BayesianEstimatorMixin, ClassifierMixin, BaseEstim
         if self._continues_fit():  # (the estimator's warm_start says how)
             X, y = self._validate_labels(X, y, reset=False, min_samples=1)
             xp = self._namespace()
+            codes = self._encode(y)
             with self._warm_start(X, xp) as X_scaled:
-                self._warm_fit_scaled(X_scaled, self._encode(y), xp)
-            self._warn_if_confidently_wrong(X_scaled, self._encode(y), xp)
+                self._warm_fit_scaled(X_scaled, codes, xp)
+            self._warn_if_confidently_wrong(X_scaled, codes, xp)
             return self
         self._clear_fitted()  # a fit starts afresh (no attribute of an earlier fit stays)
         try:
             X, y = self._validate_labels(X, y, reset=True, min_samples=2)
             self._set_classes(y)
             xp = self._start(X)
-            X = self._scale_X(X, xp)
-            self._fit_scaled(X, self._encode(y), xp, self._rng)
+            X, codes = self._scale_X(X, xp), self._encode(y)
+            self._fit_scaled(X, codes, xp, self._rng)
         except BaseException:  # (an interrupt too)
             self._clear_fitted()  # no half-fitted model that partial_fit would extend
             raise
-        self._warn_if_confidently_wrong(X, self._encode(y), xp)  # (after, as the regressors')
+        self._warn_if_confidently_wrong(X, codes, xp)  # (after, as the regressors')
         return self
 
     #: A calibrated classifier gives a row's own label a probability below

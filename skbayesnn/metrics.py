@@ -305,11 +305,18 @@ _ARRAY_FORMS = {
 }
 
 
+def _array_form_hint(func_name, y_dist):
+    """The end of an error for arrays passed where a distribution was due:
+    the metric of :data:`_ARRAY_FORMS` to use instead ("" if none)."""
+    if func_name in _ARRAY_FORMS and isinstance(y_dist, (np.ndarray, list, tuple, Real)):
+        return f" For predictions given as arrays use {_ARRAY_FORMS[func_name]}."
+    return ""
+
+
 def _require(y_dist, method, func_name, hint=""):
     fn = getattr(y_dist, method, None)
     if not callable(fn):
-        if func_name in _ARRAY_FORMS and (isinstance(y_dist, (np.ndarray, list, tuple, Real))):
-            hint += f" For predictions given as arrays use {_ARRAY_FORMS[func_name]}."
+        hint += _array_form_hint(func_name, y_dist)
         raise TypeError(
             f"{func_name} needs a predictive distribution with "
             f"{'an' if method[0] in 'aeiou' else 'a'} `{method}` method (e.g. "
@@ -698,11 +705,10 @@ def crps(y_true, y_dist, *, sample_weight=None):
         return crps_gaussian(
             y, _flat(y_dist.mean()), _flat(y_dist.std()), sample_weight=sample_weight
         )
-    hint = (f" For predictions given as arrays use {_ARRAY_FORMS['crps']}."
-            if isinstance(y_dist, (np.ndarray, list, tuple, Real)) else "")
     raise TypeError(
         "crps has closed forms for NormalPredictive and GaussianMixturePredictive "
-        f"(or a frozen scipy.stats.norm); got {type(y_dist).__name__}.{hint}"
+        f"(or a frozen scipy.stats.norm); got {type(y_dist).__name__}."
+        f"{_array_form_hint('crps', y_dist)}"
     )
 
 
