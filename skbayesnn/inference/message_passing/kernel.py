@@ -38,7 +38,11 @@ from ...core.gaussian import _TRUNC_ASYMPTOTIC, _TRUNC_MEAN_SERIES, _TRUNC_VAR_S
 from .activation import _INVERTIBLE_VAR, _TIE_RTOL
 
 # The array code's series evaluation, compiled (one function serves both).
-_horner = njit(cache=True, error_model="numpy")(gaussian._horner)
+_horner = njit(cache=True, error_model="numpy", inline="always")(gaussian._horner)
+# (as arrays: a tuple indexed in a loop compiles to branches, which keep a
+# loop calling it scalar)
+_TRUNC_MEAN_C = np.array(_TRUNC_MEAN_SERIES)
+_TRUNC_VAR_C = np.array(_TRUNC_VAR_SERIES)
 
 #: Output factor codes of :func:`visit_kernel`.
 REGRESSION, ONE_HOT_REGRESSION, ARGMAX, SOFTMAX = 0, 1, 2, 3
@@ -100,7 +104,7 @@ _ERFCX_CHEB = np.array([
 ])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _erfcx_nonneg(x):
     """``erfcx(x)`` for ``x >= 0`` (NaN passes), ``erfcx(inf) = 0``.
 
@@ -117,17 +121,84 @@ def _erfcx_nonneg(x):
     return 0.5 * (_ERFCX_CHEB[0] + y * b1 - b2) / (0.5 + x)
 
 
-@njit(cache=True, error_model="numpy")
+# exp and log in arithmetic and selects only (fdlibm's e_exp.c and e_log.c:
+# reduction by k ln 2 with ln 2 in two parts, their minimax coefficients, the
+# power of 2 built from its bits), so that a loop over units that takes them
+# vectorises; libm's exp and log are calls that keep such a loop scalar (the
+# LeakyReLU layers' 3-4 per unit took a quarter of their time).  At most 1 ulp
+# from NumPy's over the whole range, subnormal results included
+# (tests/inference/test_mp_kernel.py).
+_LN2_HI = 6.93147180369123816490e-01  # k * _LN2_HI is exact for |k| < 2^11
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e00
+_EXP_MAX = 7.09782712893383973096e02  # exp overflows above
+_EXP_P1, _EXP_P2, _EXP_P3, _EXP_P4, _EXP_P5 = (
+    1.66666666666666019037e-01, -2.77777777770155933842e-03, 6.61375632143793436117e-05,
+    -1.65339022054652515390e-06, 4.13813679705723846039e-08)
+_LOG_LG1, _LOG_LG2, _LOG_LG3, _LOG_LG4, _LOG_LG5, _LOG_LG6, _LOG_LG7 = (
+    6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01,
+    2.222219843214978396e-01, 1.818357216161805012e-01, 1.531383769920937332e-01,
+    1.479819860511658591e-01)
+_SQRT2 = math.sqrt(2.0)
+_MIN_NORMAL = np.finfo(np.float64).tiny
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _pow2(k):
+    """``2.0 ** k`` for an integer-valued float ``k`` in [-1022, 1023], from its bits."""
+    return np.int64((np.int64(k) + 1023) << 52).view(np.float64)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _exp(x):
+    """``exp(x)``, arithmetic only (see above)."""
+    xc = min(max(x, -746.0), 710.0)
+    k = math.floor(xc * _INV_LN2 + 0.5)
+    hi = xc - k * _LN2_HI
+    lo = k * _LN2_LO
+    r = hi - lo
+    r2 = r * r
+    c = r - r2 * (_EXP_P1 + r2 * (_EXP_P2 + r2 * (_EXP_P3 + r2 * (_EXP_P4 + r2 * _EXP_P5))))
+    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+    k1 = math.floor(0.5 * k)  # two factors: 2^k alone is not normal below -1022
+    y = y * _pow2(k1) * _pow2(k - k1)
+    y = math.inf if x > _EXP_MAX else y
+    return x if x != x else y
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _log(x):
+    """``log(x)``, arithmetic only (see above)."""
+    sub = x < _MIN_NORMAL
+    bits = np.float64(x * 18014398509481984.0 if sub else x).view(np.int64)  # x 2^54
+    e = np.float64((bits >> 52) - 1023) - (54.0 if sub else 0.0)
+    m = np.int64((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)  # [1, 2)
+    big = m > _SQRT2
+    m = 0.5 * m if big else m
+    e = e + 1.0 if big else e
+    f = m - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    r = (z * (_LOG_LG1 + w * (_LOG_LG3 + w * (_LOG_LG5 + w * _LOG_LG7)))
+         + w * (_LOG_LG2 + w * (_LOG_LG4 + w * _LOG_LG6)))
+    hfsq = 0.5 * f * f
+    y = e * _LN2_HI - ((hfsq - (s * (hfsq + r) + e * _LN2_LO)) - f)
+    y = -math.inf if x == 0.0 else y
+    y = math.nan if x < 0.0 else y
+    return x if (x == math.inf or x != x) else y
+
+
+@njit(cache=True, error_model="numpy", inline="always")
 def _exp_neg_half_square(t):
     """``exp(-t^2 / 2)`` with the rounding error of ``t^2`` compensated (Dekker's split)."""
     t2 = t * t
-    if t2 > 1.5e3:  # underflows (and the split would overflow for |t| > 1e300)
-        return 0.0
     c = 134217729.0 * t
     hi = c - (c - t)
     lo = t - hi
     err = ((hi * hi - t2) + 2.0 * hi * lo) + lo * lo  # t^2 = t2 + err
-    return math.exp(-0.5 * t2) * (1.0 - 0.5 * err)
+    # (0 where it underflows, and where the split would overflow, |t| > 1e300)
+    return 0.0 if t2 > 1.5e3 else _exp(-0.5 * t2) * (1.0 - 0.5 * err)
 
 
 @njit(cache=True, error_model="numpy")
@@ -139,7 +210,7 @@ def ndtr(t):
 # ----------------------------------------------------------------------------
 # Gaussian algebra (core.gaussian, elementwise)
 # ----------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _moments(tau, rho):
     """``from_natural(min_precision(tau, rho, 1e-8))`` (§1, §8 item 3)."""
     if rho < _EPS:
@@ -177,36 +248,38 @@ def _trunc_erfcx(t):
 @njit(cache=True, error_model="numpy", inline="always")
 def _trunc_from_erfcx(t, e, with_log):
     """:func:`_trunc_standard` from ``e =`` :func:`_trunc_erfcx` ``(t)`` (the
-    layer functions compute ``e`` for all units first, in a vectorised loop)."""
-    if t > 0.0:
-        # The tail c = 2 Phi(-t) = erfc(t / sqrt 2) is accurate, Phi(t) = 1 - c/2
-        # >= 1/2 has no cancellation, and exp(-t^2/2) serves c and the ratio
-        # lam = phi(t)/Phi(t).
-        g = _exp_neg_half_square(t)
-        c = e * g
-        scale = 1.0 - 0.5 * c
-        lam = _INV_SQRT_2PI * g / scale
-        factor = min(max(1.0 - lam * (lam + t), _TINY), 1.0)
-        log_mass = math.log1p(-0.5 * c) if with_log else 0.0
-        return log_mass, scale, 0.0, t + lam, factor
-    # Phi(t) = erfcx(-t / sqrt 2) / 2 * exp(-t^2 / 2): no underflow, and lam shares erfcx
-    scale = 0.5 * e
-    q = 0.5 * t * t
-    log_mass = math.log(scale) - q if with_log else 0.0
-    if t < -_TRUNC_ASYMPTOTIC:  # the series of core.gaussian (the direct forms cancel)
-        a = max(-t, 1.0)  # (a * a may overflow: 1 / a^2 = 0, the limit)
-        ia2 = 1.0 / (a * a)
-        t_plus_lam = _horner(_TRUNC_MEAN_SERIES, ia2) / a
-        factor = ia2 * _horner(_TRUNC_VAR_SERIES, ia2)
-    else:
-        lam = _SQRT_2_OVER_PI / e
-        t_plus_lam = t + lam
-        factor = 1.0 - lam * (lam + t)
+    layer functions compute ``e`` for all units first, in a vectorised loop).
+
+    Both signs of ``t`` (and the far tail's series) are computed and the one
+    that applies selected, so that a loop over units vectorises."""
+    # t > 0: the tail c = 2 Phi(-t) = erfc(t / sqrt 2) is accurate, Phi(t) = 1 -
+    # c/2 >= 1/2 has no cancellation, and exp(-t^2/2) serves c and the ratio
+    # lam = phi(t)/Phi(t).
+    g = _exp_neg_half_square(t)
+    c = e * g
+    scale_p = 1.0 - 0.5 * c
+    lam_p = _INV_SQRT_2PI * g / scale_p
+    # t <= 0: Phi(t) = erfcx(-t / sqrt 2) / 2 * exp(-t^2 / 2): no underflow, and
+    # lam shares erfcx; below -_TRUNC_ASYMPTOTIC the series of core.gaussian
+    # (the direct forms cancel)
+    lam_n = _SQRT_2_OVER_PI / e
+    a = max(-t, 1.0)  # (a * a may overflow: 1 / a^2 = 0, the limit)
+    ia2 = 1.0 / (a * a)
+    far = t < -_TRUNC_ASYMPTOTIC
+    pos = t > 0.0
+    lam = lam_p if pos else lam_n
+    t_plus_lam = _horner(_TRUNC_MEAN_C, ia2) / a if far else t + lam
+    factor = ia2 * _horner(_TRUNC_VAR_C, ia2) if far else 1.0 - lam * (lam + t)
     factor = min(max(factor, _TINY), 1.0)
+    scale = scale_p if pos else 0.5 * e
+    q = 0.0 if pos else 0.5 * t * t
+    log_mass = 0.0
+    if with_log:
+        log_mass = math.log1p(-0.5 * c) if pos else math.log(scale) - q
     return log_mass, scale, q, t_plus_lam, factor
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _trunc_standard(t, with_log):
     """Truncation of N(t, 1) to x >= 0: ``(log_mass, scale, q, t_plus_lam, factor)``.
 
@@ -294,24 +367,15 @@ def _mixture2(lw0, lw1, m0, m1, v0, v1):
 # ----------------------------------------------------------------------------
 # (leaky) ReLU factor (§5.6)
 # ----------------------------------------------------------------------------
-# The messages of a layer's units are computed in stages over all units
-# (:func:`_tilted_relative_layer`): arithmetic, then ``erfcx`` (a series, no
-# branch), then the rest of the truncations (``exp``), then the mixture, each
-# stage a loop whose iterations are independent, so the processor overlaps units
-# (and LLVM vectorises the arithmetic and ``erfcx``).  One unit at a time
-# through the same functions took 1.5 times as long (the backward messages of a
-# kin8nm fit: 36.5 against 24.1 thousand cycles per example step), and libm's
-# ``erfc`` in place of the vectorised ``erfcx`` 1.4 times (22.8 against 16.0).
-# Rows of the stage workspace ``W`` (shape ``(_N_ROWS, width)``):
-_T_P, _STD_P, _VAR_P, _T_N, _STD_N, _VAR_N, _GQ_P, _GQ_N, _SQ_P, _SQ_N = range(10)
-_SC_P, _Q_P, _TPL_P, _F_P, _SC_N, _Q_N, _TPL_N, _F_N = range(10, 18)
-_DELTA, _G_P, _G_N, _H_P, _H_N, _E_P, _E_N, _V_P, _V_N = range(18, 27)
-_M_MEAN, _M_VAR, _M_USABLE = range(27, 30)  # the backward messages' marginals
-_EX_P, _EX_N = 30, 31  # erfcx(|t_k| / sqrt 2)
-# the mixture (exp(-|delta|), mass, g_top, log normaliser) and the forward
-# message where its marginal approximation is accepted
-_MIX_E, _MIX_MASS, _MIX_G, _MIX_LOG, _ACC_M, _ACC_V, _ACC = range(32, 39)
-_N_ROWS = 39
+# A layer's messages are one loop over its units (:func:`_leaky_forward_layer`,
+# :func:`_leaky_backward_layer`) of the one-unit functions' common path, which
+# is arithmetic and selects only (erfcx a series, exp and log the arithmetic
+# ones above), so that LLVM vectorises it; the units that need another path
+# (the general one of a degenerate part, a rejected forward marginal, no
+# backward message) take the one-unit functions in a second, scalar loop.  On
+# the inputs of a kin8nm fit's fourth epoch (64 units) this takes 41 and 40 ns
+# per unit for the forward and backward messages; the earlier form, in stages
+# around libm's exp and log, 61 and 56 (a scratch benchmark).
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -374,7 +438,7 @@ def _tilted(z_mean, z_var, tau_a, rho_a, alpha):
     return lw_p, lw_n, std_p * tpl_p, -(std_n * tpl_n), var_p * f_p, var_n * f_n
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
     """The two parts of :func:`_tilted` with their masses relative to each other.
 
@@ -385,7 +449,6 @@ def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
     mixture (:func:`_mixture_relative`) one ``exp``, where :func:`_tilted` and
     :func:`_mixture2` take five ``log`` and two ``exp``.  ``delta`` is not
     finite where a part is degenerate; callers then take the general path.
-    :func:`_tilted_relative_layer` is the same for a layer of units.
     """
     t_p, std_p, var_p, t_n, std_n, var_n, gq_p, gq_n, sq_p, sq_n, _, _ = _tilted_setup(
         z_mean, z_var, tau_a, rho_a, alpha
@@ -395,34 +458,7 @@ def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
     ratio, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_combine(
         std_p, var_p, std_n, var_n, gq_p, gq_n, sq_p, sq_n,
         sc_p, q_p, tpl_p, f_p, sc_n, q_n, tpl_n, f_n)  # fmt: skip
-    return (g_n - g_p) + math.log(ratio), g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n
-
-
-@njit(cache=True, error_model="numpy")
-def _tilted_relative_layer(zm, zv, ta, ra, alpha, W):
-    """:func:`_tilted_relative` of every unit, in stages; results in rows
-    ``_DELTA`` ... ``_V_N`` of ``W`` (bitwise the scalar function's)."""
-    n = zm.shape[0]
-    for k in range(n):
-        (W[_T_P, k], W[_STD_P, k], W[_VAR_P, k], W[_T_N, k], W[_STD_N, k], W[_VAR_N, k],
-         W[_GQ_P, k], W[_GQ_N, k], W[_SQ_P, k], W[_SQ_N, k], _, _) = _tilted_setup(
-            zm[k], zv[k], ta[k], ra[k], alpha)  # fmt: skip
-    for k in range(n):  # vectorised
-        W[_EX_P, k] = _trunc_erfcx(W[_T_P, k])
-        W[_EX_N, k] = _trunc_erfcx(W[_T_N, k])
-    for k in range(n):
-        _, W[_SC_P, k], W[_Q_P, k], W[_TPL_P, k], W[_F_P, k] = _trunc_from_erfcx(
-            W[_T_P, k], W[_EX_P, k], False)
-        _, W[_SC_N, k], W[_Q_N, k], W[_TPL_N, k], W[_F_N, k] = _trunc_from_erfcx(
-            W[_T_N, k], W[_EX_N, k], False)
-    for k in range(n):
-        (W[_DELTA, k], W[_G_P, k], W[_G_N, k], W[_H_P, k], W[_H_N, k], W[_E_P, k], W[_E_N, k],
-         W[_V_P, k], W[_V_N, k]) = _tilted_combine(
-            W[_STD_P, k], W[_VAR_P, k], W[_STD_N, k], W[_VAR_N, k], W[_GQ_P, k], W[_GQ_N, k],
-            W[_SQ_P, k], W[_SQ_N, k], W[_SC_P, k], W[_Q_P, k], W[_TPL_P, k], W[_F_P, k],
-            W[_SC_N, k], W[_Q_N, k], W[_TPL_N, k], W[_F_N, k])  # fmt: skip
-    for k in range(n):  # the log apart, so that the loop above is vectorised
-        W[_DELTA, k] = (W[_G_N, k] - W[_G_P, k]) + math.log(W[_DELTA, k])
+    return (g_n - g_p) + _log(ratio), g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -441,7 +477,7 @@ def _direct_combine(z_mean, z_var, alpha, std, scale, q, t_plus_lam, factor):
         return (z_mean if z_mean > 0.0 else alpha * z_mean), _MIN_VAR
     if t_plus_lam == math.inf:  # z_mean / std overflowed: z > 0, LReLU(z) = z
         return z_mean, max(z_var, _MIN_VAR)
-    cdf = scale if q == 0.0 else scale * math.exp(-q)
+    cdf = scale if q == 0.0 else scale * _exp(-q)
     m_t = std * t_plus_lam
     mr = cdf * m_t
     vr = cdf * (z_var * factor + (1.0 - cdf) * m_t * m_t)
@@ -451,7 +487,7 @@ def _direct_combine(z_mean, z_var, alpha, std, scale, q, t_plus_lam, factor):
     return mean, max(var, _MIN_VAR)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _leaky_direct(z_mean, z_var, alpha):
     """``leaky_relu_forward_direct``: moments of LeakyReLU(N(z_mean, z_var)) (§5.6 (a)).
 
@@ -460,29 +496,10 @@ def _leaky_direct(z_mean, z_var, alpha):
     arithmetic).  PBP's rectified moments take a continued fraction below a
     standardised mean of -3 (40-65 dependent divisions between -6 and -3),
     where a quarter of a trained network's units sit.
-    :func:`_leaky_direct_layer` is the same for a layer of units.
     """
     std = math.sqrt(z_var)
     _, scale, q, t_plus_lam, factor = _trunc_standard(z_mean / std, False)
     return _direct_combine(z_mean, z_var, alpha, std, scale, q, t_plus_lam, factor)
-
-
-@njit(cache=True, error_model="numpy")
-def _leaky_direct_layer(zm, zv, alpha, mean, var, W):
-    """:func:`_leaky_direct` of every unit in stages (as
-    :func:`_tilted_relative_layer`), into ``mean``, ``var``."""
-    n = zm.shape[0]
-    for k in range(n):
-        W[_STD_P, k] = math.sqrt(zv[k])
-        W[_T_P, k] = zm[k] / W[_STD_P, k]
-    for k in range(n):  # vectorised
-        W[_EX_P, k] = _trunc_erfcx(W[_T_P, k])
-    for k in range(n):
-        _, W[_SC_P, k], W[_Q_P, k], W[_TPL_P, k], W[_F_P, k] = _trunc_from_erfcx(
-            W[_T_P, k], W[_EX_P, k], False)
-    for k in range(n):
-        mean[k], var[k] = _direct_combine(zm[k], zv[k], alpha, W[_STD_P, k], W[_SC_P, k],
-                                          W[_Q_P, k], W[_TPL_P, k], W[_F_P, k])
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -501,7 +518,7 @@ def _mixture_from_exp(delta, e, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     return mean, var, total * h_top, g_top
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _mixture_relative(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     """Moment match of the two parts of :func:`_tilted_relative` (finite ``delta``).
 
@@ -509,10 +526,10 @@ def _mixture_relative(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     v1)`` and its log normaliser (the backward message, which does not read
     ``log_m0``, lets the compiler drop its ``log``).
     """
-    mean, var, mass, g_top = _mixture_from_exp(delta, math.exp(-abs(delta)), g_p, g_n, h_p,
+    mean, var, mass, g_top = _mixture_from_exp(delta, _exp(-abs(delta)), g_p, g_n, h_p,
                                                h_n, m0, m1, v0, v1)
     # log(total h_top exp(g_top) / sqrt(2 pi)) with one log
-    return mean, var, g_top + math.log(mass) - 0.5 * _LOG_2PI
+    return mean, var, g_top + _log(mass) - 0.5 * _LOG_2PI
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -566,7 +583,7 @@ def _forward_message(z_mean, z_var, tau_a, rho_a, alpha,
     return d_mean, d_var, False
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _backward_ok(tau_a, rho_a):
     """Whether the message of ``a`` makes the tilted density usable (§5.6 (c), §8)."""
     ok = rho_a > 0.0 and math.isfinite(rho_a) and math.isfinite(tau_a)
@@ -587,7 +604,7 @@ def _backward_marginal(z_mean, z_var, tau_a, rho_a, alpha,
     return m_mean, m_var, finite
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _backward_from_marginal(z_mean, z_var, m_mean, m_var, usable):
     """``leaky_relu_backward``'s message ``marginal / forward message`` with its
     guards (§5.6 (c)): 0 where the message of ``a`` or the marginal was not
@@ -636,36 +653,35 @@ def _leaky_backward(z_mean, z_var, tau_a, rho_a, alpha):
     return _backward_from_marginal(z_mean, z_var, m_mean, m_var, ok and finite)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _forward_ok(tau_a, rho_a):
     """Whether the unit has a backward message to approximate with (§5.6 (b))."""
     return rho_a > 0.0 and math.isfinite(rho_a) and math.isfinite(tau_a)
 
 
-@njit(cache=True, error_model="numpy")
-def _mixture_layer(W, alpha):
-    """:func:`_mixture_relative` of every unit from :func:`_tilted_relative_layer`
-    (the reflected part scaled by ``alpha``: the LeakyReLU's output for the
-    forward message, 1 for the backward one's ``z``), in two stages: the
-    ``exp``, then arithmetic (vectorised).  Moments to rows ``_M_MEAN``,
-    ``_M_VAR``; the log normaliser is ``_MIX_G + log(_MIX_MASS) - log(2 pi) / 2``.
-    """
-    n = W.shape[1]
-    a2 = alpha * alpha
-    for k in range(n):
-        W[_MIX_E, k] = math.exp(-abs(W[_DELTA, k]))
-    for k in range(n):  # vectorised
-        W[_M_MEAN, k], W[_M_VAR, k], W[_MIX_MASS, k], W[_MIX_G, k] = _mixture_from_exp(
-            W[_DELTA, k], W[_MIX_E, k], W[_G_P, k], W[_G_N, k], W[_H_P, k], W[_H_N, k],
-            W[_E_P, k], alpha * W[_E_N, k], W[_V_P, k], a2 * W[_V_N, k])
+@njit(cache=True, error_model="numpy", inline="always")
+def _forward_common(z_mean, z_var, tau_a, rho_a, alpha):
+    """:func:`_leaky_forward`'s usual path, without branches: ``(mean, var,
+    ok)``, the message of the accepted marginal approximation where ``ok``
+    (a backward message, a finite ``delta``, the guards passed); elsewhere the
+    values are meaningless and :func:`_leaky_forward` gives the message."""
+    delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_relative(
+        z_mean, z_var, tau_a, rho_a, alpha
+    )
+    m_mean, m_var, log_m0 = _mixture_relative(delta, g_p, g_n, h_p, h_n, e_p, alpha * e_n, v_p,
+                                              alpha * alpha * v_n)
+    m_acc, v_acc, accept = _forward_accept(z_mean, z_var, tau_a, rho_a, m_mean, m_var, log_m0)
+    return m_acc, v_acc, accept & math.isfinite(delta) & _forward_ok(tau_a, rho_a)
 
 
 @njit(cache=True, error_model="numpy")
-def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, W):
+def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, ok):
     """Forward messages of a layer's units (§5.6 (b)) and the next layer's input
     marginals ``q(x) = forward x stored backward`` (§5.3), floored, in ``xm``,
     ``xv``.  ``ta``, ``ra``: the stored backward messages (0 on an example's
-    first iteration of a visit, where every message is the direct one).
+    first iteration of a visit, where every message is the direct one);
+    ``ok``: workspace of the layer's width.  Bitwise :func:`_leaky_forward`
+    unit by unit.
 
     Returns the fallbacks to the direct message where the backward message
     was informative (as counted by the array engine).
@@ -676,52 +692,50 @@ def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, W):
         informed = informed or ra[k] > 0.0
     n_fallback = 0
     if informed:
-        _tilted_relative_layer(zm, zv, ta, ra, alpha, W)
-        _mixture_layer(W, alpha)
-        for k in range(n):
-            W[_MIX_LOG, k] = W[_MIX_G, k] + math.log(W[_MIX_MASS, k]) - 0.5 * _LOG_2PI
         for k in range(n):  # vectorised
-            W[_ACC_M, k], W[_ACC_V, k], accept = _forward_accept(
-                zm[k], zv[k], ta[k], ra[k], W[_M_MEAN, k], W[_M_VAR, k], W[_MIX_LOG, k])
-            W[_ACC, k] = 1.0 if accept else 0.0
-        for k in range(n):  # the rest (rarely taken): _forward_message's other paths
-            if W[_ACC, k] > 0.0 and math.isfinite(W[_DELTA, k]) and _forward_ok(ta[k], ra[k]):
-                xm[k], xv[k] = W[_ACC_M, k], W[_ACC_V, k]
-            elif ra[k] > 0.0:
-                xm[k], xv[k], used = _forward_message(
-                    zm[k], zv[k], ta[k], ra[k], alpha, W[_DELTA, k], W[_G_P, k], W[_G_N, k],
-                    W[_H_P, k], W[_H_N, k], W[_E_P, k], W[_E_N, k], W[_V_P, k], W[_V_N, k])
-                if not used:
+            xm[k], xv[k], accepted = _forward_common(zm[k], zv[k], ta[k], ra[k], alpha)
+            ok[k] = 1.0 if accepted else 0.0
+        for k in range(n):  # the other paths (rarely taken)
+            if ok[k] == 0.0:
+                xm[k], xv[k], used = _leaky_forward(zm[k], zv[k], ta[k], ra[k], alpha)
+                if ra[k] > 0.0 and not used:
                     n_fallback += 1
-            else:
-                xm[k], xv[k] = _leaky_direct(zm[k], zv[k], alpha)
     else:
-        _leaky_direct_layer(zm, zv, alpha, xm, xv, W)
+        for k in range(n):  # vectorised
+            xm[k], xv[k] = _leaky_direct(zm[k], zv[k], alpha)
     for k in range(n):
         am, av = xm[k], xv[k]
         xm[k], xv[k] = _moments(am / av + ta[k], 1.0 / av + ra[k])
     return n_fallback
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _backward_common(z_mean, z_var, tau_a, rho_a, alpha):
+    """:func:`_leaky_backward` without branches where ``delta`` is finite or
+    the message of ``a`` unusable: ``(tau, rho, general)``; where ``general``
+    the values are meaningless and :func:`_leaky_backward` gives the message."""
+    delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_relative(
+        z_mean, z_var, tau_a, rho_a, alpha
+    )
+    m_mean, m_var, _ = _mixture_relative(delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n)
+    usable = _backward_ok(tau_a, rho_a)
+    finite = math.isfinite(delta)
+    tau, rho = _backward_from_marginal(z_mean, z_var, m_mean, m_var, usable & finite)
+    return tau, rho, usable & (not finite)
+
+
 @njit(cache=True, error_model="numpy")
-def _leaky_backward_layer(zm, zv, ta, ra, alpha, tau, rho, W):
-    """Backward messages of a layer's units (§5.6 (c)) into ``tau``, ``rho``."""
+def _leaky_backward_layer(zm, zv, ta, ra, alpha, tau, rho, general):
+    """Backward messages of a layer's units (§5.6 (c)) into ``tau``, ``rho``;
+    ``general``: workspace of the layer's width.  Bitwise
+    :func:`_leaky_backward` unit by unit."""
     n = zm.shape[0]
-    _tilted_relative_layer(zm, zv, ta, ra, alpha, W)
-    _mixture_layer(W, 1.0)
-    for k in range(n):
-        W[_M_USABLE, k] = 0.0
-        if _backward_ok(ta[k], ra[k]):
-            if math.isfinite(W[_DELTA, k]):
-                W[_M_USABLE, k] = 1.0
-            else:  # the general path (rarely taken)
-                W[_M_MEAN, k], W[_M_VAR, k], finite = _backward_marginal(
-                    zm[k], zv[k], ta[k], ra[k], alpha, W[_DELTA, k], W[_G_P, k], W[_G_N, k],
-                    W[_H_P, k], W[_H_N, k], W[_E_P, k], W[_E_N, k], W[_V_P, k], W[_V_N, k])
-                W[_M_USABLE, k] = 1.0 if finite else 0.0
-    for k in range(n):
-        tau[k], rho[k] = _backward_from_marginal(zm[k], zv[k], W[_M_MEAN, k], W[_M_VAR, k],
-                                                 W[_M_USABLE, k] > 0.0)
+    for k in range(n):  # vectorised
+        tau[k], rho[k], other = _backward_common(zm[k], zv[k], ta[k], ra[k], alpha)
+        general[k] = 1.0 if other else 0.0
+    for k in range(n):  # the general path (rarely taken)
+        if general[k] > 0.0:
+            tau[k], rho[k] = _leaky_backward(zm[k], zv[k], ta[k], ra[k], alpha)
 
 
 # ----------------------------------------------------------------------------
@@ -1258,7 +1272,7 @@ def visit_kernel(
         width_max = max(width_max, cav_tw[layer].shape[0], cav_tw[layer].shape[1])
     tau_z = np.empty(width_max)  # message into the current layer's outputs
     rho_z = np.empty(width_max)
-    work = np.empty((_N_ROWS, width_max))  # the LeakyReLU messages' stages
+    work = np.empty(width_max)  # the LeakyReLU layers' flags
     data = (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, X, Y, labels,
             order, per_example, bias, alpha, kind, noise_var, regularize, reg_var, am_noise, u,
             width, min_mass)
