@@ -104,7 +104,7 @@ _ERFCX_CHEB = np.array([
 ])
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy")
 def _erfcx_nonneg(x):
     """``erfcx(x)`` for ``x >= 0`` (NaN passes), ``erfcx(inf) = 0``.
 
@@ -210,7 +210,7 @@ def ndtr(t):
 # ----------------------------------------------------------------------------
 # Gaussian algebra (core.gaussian, elementwise)
 # ----------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy")
 def _moments(tau, rho):
     """``from_natural(min_precision(tau, rho, 1e-8))`` (§1, §8 item 3)."""
     if rho < _EPS:
@@ -280,7 +280,7 @@ def _trunc_from_erfcx(t, e, with_log):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _trunc_standard(t, with_log):
+def _trunc_standard_inline(t, with_log):
     """Truncation of N(t, 1) to x >= 0: ``(log_mass, scale, q, t_plus_lam, factor)``.
 
     The mass ``Phi(t)`` is ``scale * exp(-q)`` with ``scale`` in ``(0.39 / (1 +
@@ -291,6 +291,13 @@ def _trunc_standard(t, with_log):
     ``t`` take ``erfcx(|t| / sqrt 2)``.
     """
     return _trunc_from_erfcx(t, _trunc_erfcx(t), with_log)
+
+
+@njit(cache=True, error_model="numpy")
+def _trunc_standard(t, with_log):
+    """:func:`_trunc_standard_inline` as a function of its own, for the scalar paths
+    (Numba inlines the ``_inline`` form where a loop must vectorise)."""
+    return _trunc_standard_inline(t, with_log)
 
 
 @njit(cache=True, error_model="numpy")
@@ -439,7 +446,7 @@ def _tilted(z_mean, z_var, tau_a, rho_a, alpha):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
+def _tilted_relative_inline(z_mean, z_var, tau_a, rho_a, alpha):
     """The two parts of :func:`_tilted` with their masses relative to each other.
 
     Returns ``(delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n)``: part ``k``
@@ -453,12 +460,19 @@ def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
     t_p, std_p, var_p, t_n, std_n, var_n, gq_p, gq_n, sq_p, sq_n, _, _ = _tilted_setup(
         z_mean, z_var, tau_a, rho_a, alpha
     )
-    _, sc_p, q_p, tpl_p, f_p = _trunc_standard(t_p, False)
-    _, sc_n, q_n, tpl_n, f_n = _trunc_standard(t_n, False)
+    _, sc_p, q_p, tpl_p, f_p = _trunc_standard_inline(t_p, False)
+    _, sc_n, q_n, tpl_n, f_n = _trunc_standard_inline(t_n, False)
     ratio, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_combine(
         std_p, var_p, std_n, var_n, gq_p, gq_n, sq_p, sq_n,
         sc_p, q_p, tpl_p, f_p, sc_n, q_n, tpl_n, f_n)  # fmt: skip
     return (g_n - g_p) + _log(ratio), g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n
+
+
+@njit(cache=True, error_model="numpy")
+def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
+    """:func:`_tilted_relative_inline` as a function of its own, for the scalar paths
+    (Numba inlines the ``_inline`` form where a loop must vectorise)."""
+    return _tilted_relative_inline(z_mean, z_var, tau_a, rho_a, alpha)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -488,7 +502,7 @@ def _direct_combine(z_mean, z_var, alpha, std, scale, q, t_plus_lam, factor):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _leaky_direct(z_mean, z_var, alpha):
+def _leaky_direct_inline(z_mean, z_var, alpha):
     """``leaky_relu_forward_direct``: moments of LeakyReLU(N(z_mean, z_var)) (§5.6 (a)).
 
     Through the truncation of ``z`` at 0 (:func:`_trunc_standard`: erfcx and
@@ -498,8 +512,15 @@ def _leaky_direct(z_mean, z_var, alpha):
     where a quarter of a trained network's units sit.
     """
     std = math.sqrt(z_var)
-    _, scale, q, t_plus_lam, factor = _trunc_standard(z_mean / std, False)
+    _, scale, q, t_plus_lam, factor = _trunc_standard_inline(z_mean / std, False)
     return _direct_combine(z_mean, z_var, alpha, std, scale, q, t_plus_lam, factor)
+
+
+@njit(cache=True, error_model="numpy")
+def _leaky_direct(z_mean, z_var, alpha):
+    """:func:`_leaky_direct_inline` as a function of its own, for the scalar paths
+    (Numba inlines the ``_inline`` form where a loop must vectorise)."""
+    return _leaky_direct_inline(z_mean, z_var, alpha)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -519,7 +540,7 @@ def _mixture_from_exp(delta, e, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _mixture_relative(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
+def _mixture_relative_inline(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     """Moment match of the two parts of :func:`_tilted_relative` (finite ``delta``).
 
     Returns ``(mean, var, log_m0)`` of the mixture ``N(m0, v0) + exp(delta) N(m1,
@@ -530,6 +551,13 @@ def _mixture_relative(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
                                                h_n, m0, m1, v0, v1)
     # log(total h_top exp(g_top) / sqrt(2 pi)) with one log
     return mean, var, g_top + _log(mass) - 0.5 * _LOG_2PI
+
+
+@njit(cache=True, error_model="numpy")
+def _mixture_relative(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
+    """:func:`_mixture_relative_inline` as a function of its own, for the scalar paths
+    (Numba inlines the ``_inline`` form where a loop must vectorise)."""
+    return _mixture_relative_inline(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -665,11 +693,11 @@ def _forward_common(z_mean, z_var, tau_a, rho_a, alpha):
     ok)``, the message of the accepted marginal approximation where ``ok``
     (a backward message, a finite ``delta``, the guards passed); elsewhere the
     values are meaningless and :func:`_leaky_forward` gives the message."""
-    delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_relative(
+    delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_relative_inline(
         z_mean, z_var, tau_a, rho_a, alpha
     )
-    m_mean, m_var, log_m0 = _mixture_relative(delta, g_p, g_n, h_p, h_n, e_p, alpha * e_n, v_p,
-                                              alpha * alpha * v_n)
+    m_mean, m_var, log_m0 = _mixture_relative_inline(delta, g_p, g_n, h_p, h_n, e_p,
+                                                     alpha * e_n, v_p, alpha * alpha * v_n)
     m_acc, v_acc, accept = _forward_accept(z_mean, z_var, tau_a, rho_a, m_mean, m_var, log_m0)
     return m_acc, v_acc, accept & math.isfinite(delta) & _forward_ok(tau_a, rho_a)
 
@@ -702,7 +730,7 @@ def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, ok):
                     n_fallback += 1
     else:
         for k in range(n):  # vectorised
-            xm[k], xv[k] = _leaky_direct(zm[k], zv[k], alpha)
+            xm[k], xv[k] = _leaky_direct_inline(zm[k], zv[k], alpha)
     for k in range(n):
         am, av = xm[k], xv[k]
         xm[k], xv[k] = _moments(am / av + ta[k], 1.0 / av + ra[k])
@@ -714,10 +742,10 @@ def _backward_common(z_mean, z_var, tau_a, rho_a, alpha):
     """:func:`_leaky_backward` without branches where ``delta`` is finite or
     the message of ``a`` unusable: ``(tau, rho, general)``; where ``general``
     the values are meaningless and :func:`_leaky_backward` gives the message."""
-    delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_relative(
+    delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_relative_inline(
         z_mean, z_var, tau_a, rho_a, alpha
     )
-    m_mean, m_var, _ = _mixture_relative(delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n)
+    m_mean, m_var, _ = _mixture_relative_inline(delta, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n)
     usable = _backward_ok(tau_a, rho_a)
     finite = math.isfinite(delta)
     tau, rho = _backward_from_marginal(z_mean, z_var, m_mean, m_var, usable & finite)
