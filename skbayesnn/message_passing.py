@@ -306,9 +306,8 @@ class _MessagePassingMixin:
         ``16 * (P * (B + m + 5) + 2 * P_1 + b * H)``, with ``P`` the weights
         and biases, ``P_1`` the first layer's weights, ``B = ceil(n_samples /
         batch_size)`` batch slots, ``b = min(batch_size, n_samples)`` rows of
-        the active batch, ``H`` hidden units, and ``m = b + 1`` for
-        ``memory="per_example"`` (``b`` example messages per weight and the sum
-        of those an iteration stores), ``m = 1`` for
+        the active batch, ``H`` hidden units, and ``m = b`` example messages
+        per weight for ``memory="per_example"``, ``m = 1`` for
         ``"per_batch"`` (message_passing.md §11; the terms are listed in
         :mod:`skbayesnn.inference.message_passing.network`).
         With one iteration per visit (``n_iter_per_batch`` 1 in every epoch of

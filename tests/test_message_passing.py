@@ -390,9 +390,8 @@ def test_memory_formula_is_the_arrays_held_during_a_visit(rng, monkeypatch, memo
     # During a visit the state holds the prior, the posterior and B slots; the
     # active batch its cavity, marginal, example messages and the backward
     # messages to the hidden units; and the kernel the first layer's
-    # transposed cavity and marginal (its arguments), the moments of the
-    # weights and biases and, with per-example messages, the sums of those an
-    # iteration stores (allocated inside, 16 bytes per parameter each: counted
+    # transposed cavity and marginal (its arguments) and the moments of the
+    # weights and biases (allocated inside, 16 bytes per parameter: counted
     # from the sizes; its other scratch is a few arrays per layer).  Their
     # largest total over the visits is memory_bytes exactly, also when the
     # data are fewer than one batch (b is then the rows, not batch_size).
@@ -427,10 +426,7 @@ def test_memory_formula_is_the_arrays_held_during_a_visit(rng, monkeypatch, memo
                        active.msg_b, active.back])
         arrays += [args[0][0], args[1][0], args[4][0], args[5][0]]  # transposed copies
         moments = 16 * sum(t.size for t, _ in st.prior_w + st.prior_b)
-        # the sums of the messages an iteration stores (with per-example
-        # messages and more than one iteration: the default 3 here)
-        sums = moments if active.per_example else 0
-        peak.append(held(arrays) + moments + sums)
+        peak.append(held(arrays) + moments)
         return run(*args)
 
     monkeypatch.setattr(network, "_visit_kernel", visit_spy)

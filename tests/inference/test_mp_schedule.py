@@ -197,9 +197,7 @@ def test_batch_message_is_the_product_of_the_example_messages(rng, n_iter):
 def test_memory_formula_counts_messages():
     sizes = [5, 8, 1]
     p = (5 + 1) * 8 + (8 + 1) * 1
-    # per example: 32 messages per weight and the kernel's sum of those an
-    # iteration stores
-    want = 16 * (p * (10 + 32 + 1 + 5) + 2 * 5 * 8 + 32 * 8)
+    want = 16 * (p * (10 + 32 + 5) + 2 * 5 * 8 + 32 * 8)
     assert network.memory_bytes(sizes, 10, 32) == want
     want = 16 * (p * (10 + 1 + 5) + 2 * 5 * 8 + 32 * 8)
     assert network.memory_bytes(sizes, 10, 32, "per_batch") == want

@@ -949,10 +949,9 @@ def _output(kind, z_m, z_v, Y, labels, i, noise_var, regularize, reg_var, am_noi
 # one visit of a batch (§6)
 # ----------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy")
-def _replace_b(q_t, q_r, m_t, m_r, s_t, s_r, m, j, t_new, r_new, read_old, store):
+def _replace_b(q_t, q_r, m_t, m_r, m, j, t_new, r_new, read_old, store):
     """EP replacement ``q <- q x new / old`` of a bias (§5.3, §6); ``old`` is
-    read only if ``read_old`` (else it is 1) and ``new`` stored (and added to
-    the iteration's sum ``s``) only if ``store``."""
+    read only if ``read_old`` (else it is 1) and ``new`` stored only if ``store``."""
     if read_old:
         q_t[j] = q_t[j] + (t_new - m_t[m, j])
         q_r[j] = q_r[j] + (r_new - m_r[m, j])
@@ -962,8 +961,6 @@ def _replace_b(q_t, q_r, m_t, m_r, s_t, s_r, m, j, t_new, r_new, read_old, store
     if store:
         m_t[m, j] = t_new
         m_r[m, j] = r_new
-        s_t[j] += t_new
-        s_r[j] += r_new
 
 
 @njit(cache=True, error_model="numpy")
@@ -1022,14 +1019,12 @@ def _forward_layer(qt, qr, xm, xv, wm, wv, b_m, b_v, zm, zv):
 
 
 @njit(cache=True, error_model="numpy")
-def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, s_tw, s_rw, s_tb, s_rb, m,
-                     read_old, store, bias, xm, xv, wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt,
-                     br):
+def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, store, bias, xm,
+                     xv, wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br):
     """Messages of the inner-product factor to weights, biases and inputs (§5.3).
 
     The weights' messages replace the example's old ones in the marginals
-    (§6), and when stored are added to the iteration's sums ``s_*``; the
-    inputs' messages are written to ``bt``, ``br`` (floored, §8 item 3).
+    (§6); the inputs' messages are written to ``bt``, ``br`` (floored, §8 item 3).
     """
     literally(store)
     d_out, d_in = qt.shape
@@ -1044,7 +1039,7 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, s_tw, s_rw, s_t
         zmj = zm[j]
         zvj = zv[j]
         qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
-        mt_j, mr_j, st_j, sr_j = mt[m, j], mr[m, j], s_tw[j], s_rw[j]
+        mt_j, mr_j = mt[m, j], mr[m, j]
         for k in range(d_in):
             mu = wm_j[k]
             var = wv_j[k]
@@ -1070,11 +1065,9 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, s_tw, s_rw, s_t
             if store:
                 mt_j[k] = t_w
                 mr_j[k] = r_w
-                st_j[k] += t_w
-                sr_j[k] += r_w
         if bias:
             t_b, r_b = _wsum_backward(tz, rz, zmj, zvj, 1.0, b_m[j], b_v[j])
-            _replace_b(q_tb, q_rb, msg_tb, msg_rb, s_tb, s_rb, m, j, t_b, r_b, read_old, store)
+            _replace_b(q_tb, q_rb, msg_tb, msg_rb, m, j, t_b, r_b, read_old, store)
     for k in range(d_in):
         bt[k], br[k] = _min_precision(bt[k], br[k])
 
@@ -1114,8 +1107,8 @@ def _first_forward(qt, qr, mt, mr, m, cavity, x, wm, wv, b_m, b_v, zm, zv):
 
 
 @njit(cache=True, error_model="numpy")
-def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, s_tw, s_rw, s_tb, s_rb, m,
-                    read_old, store, bias, x, wm, wv, b_m, b_v, zm, zv, tau_z, rho_z):
+def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, store, bias, x,
+                    wm, wv, b_m, b_v, zm, zv, tau_z, rho_z):
     """Exact weighted-sum messages of the first layer to its weights and biases
     (§5.4), on the transposed layout of :func:`_first_forward`.
 
@@ -1127,7 +1120,7 @@ def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, s_tw, s_rw, s_tb
     d_in, d_out = qt.shape
     for k in range(d_in):
         qt_k, qr_k, wm_k, wv_k = qt[k], qr[k], wm[k], wv[k]
-        mt_k, mr_k, st_k, sr_k = mt[m, k], mr[m, k], s_tw[k], s_rw[k]
+        mt_k, mr_k = mt[m, k], mr[m, k]
         c = x[k]
         c2 = c * c
         for j in range(d_out):
@@ -1144,38 +1137,37 @@ def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, s_tw, s_rw, s_tb
             if store:
                 mt_k[j] = t_w
                 mr_k[j] = r_w
-                st_k[j] += t_w
-                sr_k[j] += r_w
     if bias:
         for j in range(d_out):
             t_b, r_b = _wsum_backward(tau_z[j], rho_z[j], zm[j], zv[j], 1.0, b_m[j], b_v[j])
-            _replace_b(q_tb, q_rb, msg_tb, msg_rb, s_tb, s_rb, m, j, t_b, r_b, read_old, store)
+            _replace_b(q_tb, q_rb, msg_tb, msg_rb, m, j, t_b, r_b, read_old, store)
 
 
 @njit(cache=True, error_model="numpy")
-def _marginals_from_sums(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
-                         s_tw, s_rw, s_tb, s_rb, bias):
-    """Marginals from scratch, cavity x all example messages (§6, once per
-    iteration): ``q = s + cavity`` with ``s`` the sum of the messages that the
-    iteration stored, added up as they were stored (the paper's recompute
-    without reading the example messages back: for an 8-64-64-1 network and a
-    batch of 256 that read 19.7 MB per iteration, 3.1 µs per example step of
-    the ~30 of a kin8nm fit; the sums cost a fraction of that in the weight
-    loops).
+def _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
+               msg_tw, msg_rw, msg_tb, msg_rb, bias):
+    """Marginals from scratch, cavity x all example messages (§6, once per iteration).
 
     Without biases their marginals stay the cavities (no message is written
-    to them).
+    to them, and their message arrays are uninitialised).
     """
+    # Summed in dst itself (a copy and a temporary of each layer's size added
+    # to the peak memory of a fit); the same order of operations as
+    # src + (msg[0] + msg[1] + ...), so the same result.
     for layer in range(len(cav_tw)):
-        for src, acc, dst in ((cav_tw[layer], s_tw[layer], q_tw[layer]),
-                              (cav_rw[layer], s_rw[layer], q_rw[layer])):
-            dst[:, :] = acc
+        for src, msg, dst in ((cav_tw[layer], msg_tw[layer], q_tw[layer]),
+                              (cav_rw[layer], msg_rw[layer], q_rw[layer])):
+            dst[:, :] = msg[0]
+            for m in range(1, msg.shape[0]):
+                dst += msg[m]
             dst += src
         if not bias:
             continue
-        for src, acc, dst in ((cav_tb[layer], s_tb[layer], q_tb[layer]),
-                              (cav_rb[layer], s_rb[layer], q_rb[layer])):
-            dst[:] = acc
+        for src, msg, dst in ((cav_tb[layer], msg_tb[layer], q_tb[layer]),
+                              (cav_rb[layer], msg_rb[layer], q_rb[layer])):
+            dst[:] = msg[0]
+            for m in range(1, msg.shape[0]):
+                dst += msg[m]
             dst += src
 
 
@@ -1193,9 +1185,9 @@ def _sweep(data, caches, read_old, store):
     Returns the LeakyReLU forward fallbacks.
     """
     literally(store)
-    (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, s_tw, s_rw, s_tb, s_rb, back_t,
-     back_r, X, Y, labels, order, per_example, bias, alpha, kind, noise_var, regularize, reg_var,
-     am_noise, u, width, min_mass) = data
+    (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, X, Y, labels, order,
+     per_example, bias, alpha, kind, noise_var, regularize, reg_var, am_noise, u, width,
+     min_mass) = data
     w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work = caches
     n_layers = len(q_tw)
     n_fallback = 0
@@ -1228,7 +1220,6 @@ def _sweep(data, caches, read_old, store):
             br = back_r[layer - 1][i]
             _hidden_backward(q_tw[layer], q_rw[layer], q_tb[layer], q_rb[layer],
                              msg_tw[layer], msg_rw[layer], msg_tb[layer], msg_rb[layer],
-                             s_tw[layer], s_rw[layer], s_tb[layer], s_rb[layer],
                              m, read_old, store, bias, x_m[layer], x_v[layer], w_m[layer],
                              w_v[layer], b_m[layer], b_v[layer], z_m[layer], z_v[layer],
                              tau_z, rho_z, bt, br)
@@ -1236,8 +1227,7 @@ def _sweep(data, caches, read_old, store):
                                   work)
         # ---- backward: first layer, exact weighted sum (§5.4, §5.1)
         _first_backward(q_tw[0], q_rw[0], q_tb[0], q_rb[0], msg_tw[0], msg_rw[0],
-                        msg_tb[0], msg_rb[0], s_tw[0], s_rw[0], s_tb[0], s_rb[0], m, read_old,
-                        store, bias, X[i], w_m[0], w_v[0],
+                        msg_tb[0], msg_rb[0], m, read_old, store, bias, X[i], w_m[0], w_v[0],
                         b_m[0], b_v[0], z_m[0], z_v[0], tau_z, rho_z)
     return n_fallback
 
@@ -1311,18 +1301,9 @@ def visit_kernel(
     tau_z = np.empty(width_max)  # message into the current layer's outputs
     rho_z = np.empty(width_max)
     work = np.empty(width_max)  # the LeakyReLU layers' flags
-    # the sums of the messages an iteration stores (_marginals_from_sums); with
-    # none stored, rows without columns (never written)
-    sums = per_example and n_iter > 1
-    s_tw = [np.empty((cav_tw[layer].shape[0], cav_tw[layer].shape[1] if sums else 0))
-            for layer in range(n_layers)]
-    s_rw = [np.empty((cav_tw[layer].shape[0], cav_tw[layer].shape[1] if sums else 0))
-            for layer in range(n_layers)]
-    s_tb = [np.empty(cav_tb[layer].shape[0] if sums else 0) for layer in range(n_layers)]
-    s_rb = [np.empty(cav_tb[layer].shape[0] if sums else 0) for layer in range(n_layers)]
-    data = (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, s_tw, s_rw, s_tb, s_rb,
-            back_t, back_r, X, Y, labels, order, per_example, bias, alpha, kind, noise_var,
-            regularize, reg_var, am_noise, u, width, min_mass)
+    data = (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, X, Y, labels,
+            order, per_example, bias, alpha, kind, noise_var, regularize, reg_var, am_noise, u,
+            width, min_mass)
     caches = (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work)
     for it in range(n_iter):
         # An example's old message exists from its second iteration on, and a
@@ -1339,15 +1320,10 @@ def visit_kernel(
                 q_rb[layer][:] = cav_rb[layer]
         # store as a compile-time constant: its own weight loops (see _sweep)
         if store:
-            for layer in range(n_layers):
-                s_tw[layer][:, :] = 0.0
-                s_rw[layer][:, :] = 0.0
-                s_tb[layer][:] = 0.0
-                s_rb[layer][:] = 0.0
             n_fallback += _sweep(data, caches, read_old, True)
         else:
             n_fallback += _sweep(data, caches, read_old, False)
         if store:  # from scratch before the next iteration (per_batch restarts instead)
-            _marginals_from_sums(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
-                                 s_tw, s_rw, s_tb, s_rb, bias)
+            _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
+                       msg_tw, msg_rw, msg_tb, msg_rb, bias)
     return n_fallback

@@ -23,12 +23,10 @@ Memory in float64 natural parameters (16 bytes per message), with ``P`` the
 number of weights and biases, ``P_1`` the first layer's weights, ``B`` the
 number of batch slots, ``b`` the rows of the active batch (the batch size, or
 fewer rows) and ``H`` the number of hidden units: ``16 * (P * (B + m + 5) + 2 *
-P_1 + b * H)`` bytes, with ``m = b + 1`` for ``memory="per_example"`` (the ``b``
-example messages per weight and the kernel's sum of those an iteration
-stores, from which it rebuilds the marginal) and ``m = 1`` for
-``"per_batch"``.  Per weight: the prior, the posterior, ``B`` slots, the active
-batch's cavity and marginal, ``m`` as above and the kernel's moments of the
-parameter; ``2
+P_1 + b * H)`` bytes, with ``m = b`` example messages per weight for
+``memory="per_example"`` and ``m = 1`` for ``"per_batch"``.  Per weight: the
+prior, the posterior, ``B`` slots, the active batch's cavity and marginal,
+``m`` example messages and the kernel's moments of the parameter; ``2
 P_1``: the kernel's transposed copies of the first layer's cavity and
 marginal; ``b * H``: the stored backward messages to the hidden units (the
 kernel's other scratch is a few arrays of a layer's width).
@@ -104,7 +102,7 @@ def memory_bytes(sizes, n_batches, batch_size, memory="per_example"):
     and ``batch_size`` rows in the active batch."""
     p = n_parameters(sizes)
     h = sum(sizes[1:-1])
-    m = batch_size + 1 if memory == "per_example" else 1
+    m = batch_size if memory == "per_example" else 1
     return 16 * (p * (n_batches + m + 5) + 2 * sizes[0] * sizes[1] + batch_size * h)
 
 
