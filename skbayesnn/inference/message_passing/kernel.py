@@ -11,7 +11,8 @@ array functions of :mod:`.linear`, :mod:`.activation` and :mod:`.likelihood`
 (the array path stays the reference and the path for CuPy and strict
 namespaces; ``tests/inference/test_mp_kernel.py`` checks that the two agree to
 rounding).  The scalar special functions below (``erfcx`` on ``x >= 0``,
-``ndtr``) agree with SciPy's to a few ulp.
+``ndtr``) agree with SciPy's to a few ulp, and ``exp`` and ``log`` in arithmetic
+(so that loops over units vectorise) with NumPy's to 1 ulp.
 
 Layout follows :class:`~skbayesnn.inference.message_passing.network._ActiveBatch`:
 per layer ``(n_out, n_in)`` weight and ``(n_out,)`` bias arrays (tuples over
