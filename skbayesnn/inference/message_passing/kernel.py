@@ -60,7 +60,6 @@ _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _INV_SQRT_2PI = 1.0 / _SQRT_2PI
 _TINY = np.finfo(np.float64).tiny
 _ROOT_BIG = math.sqrt(np.finfo(np.float64).max)
-_LOG2 = math.log(2.0)
 # The forward weight loop (_forward_layer): reassociated sums and fused
 # multiply-adds let LLVM vectorise it; no flag that assumes finite values.
 _LOOP_MATH = {"reassoc", "contract"}
@@ -141,7 +140,6 @@ _LOG_LG1, _LOG_LG2, _LOG_LG3, _LOG_LG4, _LOG_LG5, _LOG_LG6, _LOG_LG7 = (
     2.222219843214978396e-01, 1.818357216161805012e-01, 1.531383769920937332e-01,
     1.479819860511658591e-01)
 _SQRT2 = math.sqrt(2.0)
-_MIN_NORMAL = np.finfo(np.float64).tiny
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -170,7 +168,7 @@ def _exp(x):
 @njit(cache=True, error_model="numpy", inline="always")
 def _log(x):
     """``log(x)``, arithmetic only (see above)."""
-    sub = x < _MIN_NORMAL
+    sub = x < _TINY  # subnormal: scaled into the normal range first
     bits = np.float64(x * 18014398509481984.0 if sub else x).view(np.int64)  # x 2^54
     e = np.float64((bits >> 52) - 1023) - (54.0 if sub else 0.0)
     m = np.int64((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)  # [1, 2)
@@ -240,19 +238,19 @@ def _wsum_backward(tau_s, rho_s, sum_mean, sum_var, coef, term_mean, term_var):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _trunc_erfcx(t):
-    """``erfcx(|t| / sqrt 2)``, the one special function of the truncation at
-    ``t`` (:func:`_trunc_from_erfcx`)."""
-    return _erfcx_nonneg(abs(t) * _INV_SQRT_2)
+def _trunc_standard_inline(t, with_log):
+    """Truncation of N(t, 1) to x >= 0: ``(log_mass, scale, q, t_plus_lam, factor)``.
 
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _trunc_from_erfcx(t, e, with_log):
-    """:func:`_trunc_standard` from ``e =`` :func:`_trunc_erfcx` ``(t)`` (the
-    layer functions compute ``e`` for all units first, in a vectorised loop).
-
-    Both signs of ``t`` (and the far tail's series) are computed and the one
-    that applies selected, so that a loop over units vectorises."""
+    The mass ``Phi(t)`` is ``scale * exp(-q)`` with ``scale`` in ``(0.39 / (1 +
+    |t|), 1]``, so a ratio of masses needs no logarithm (:func:`_tilted_relative`);
+    its log, ``log_mass``, only ``with_log`` (else 0).  The truncated mean is
+    ``t_plus_lam = t + phi(t) / Phi(t)`` and the variance ``factor = 1 - lam (lam
+    + t)`` (times the variance of the untruncated Gaussian).  Both signs of
+    ``t`` take ``erfcx(|t| / sqrt 2)``; both (and the far tail's series) are
+    computed and the one that applies selected, so that a loop over units
+    vectorises.
+    """
+    e = _erfcx_nonneg(abs(t) * _INV_SQRT_2)
     # t > 0: the tail c = 2 Phi(-t) = erfc(t / sqrt 2) is accurate, Phi(t) = 1 -
     # c/2 >= 1/2 has no cancellation, and exp(-t^2/2) serves c and the ratio
     # lam = phi(t)/Phi(t).
@@ -278,20 +276,6 @@ def _trunc_from_erfcx(t, e, with_log):
     if with_log:
         log_mass = math.log1p(-0.5 * c) if pos else math.log(scale) - q
     return log_mass, scale, q, t_plus_lam, factor
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _trunc_standard_inline(t, with_log):
-    """Truncation of N(t, 1) to x >= 0: ``(log_mass, scale, q, t_plus_lam, factor)``.
-
-    The mass ``Phi(t)`` is ``scale * exp(-q)`` with ``scale`` in ``(0.39 / (1 +
-    |t|), 1]``, so a ratio of masses needs no logarithm (:func:`_tilted_relative`);
-    its log, ``log_mass``, only ``with_log`` (else 0).  The truncated mean is
-    ``t_plus_lam = t + phi(t) / Phi(t)`` and the variance ``factor = 1 - lam (lam
-    + t)`` (times the variance of the untruncated Gaussian).  Both signs of
-    ``t`` take ``erfcx(|t| / sqrt 2)``.
-    """
-    return _trunc_from_erfcx(t, _trunc_erfcx(t), with_log)
 
 
 @njit(cache=True, error_model="numpy")
@@ -420,19 +404,6 @@ def _tilted_setup(z_mean, z_var, tau_a, rho_a, alpha):
             a_mean, a_var)  # fmt: skip
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _tilted_combine(std_p, var_p, std_n, var_n, gq_p, gq_n, sq_p, sq_n,
-                    sc_p, q_p, tpl_p, f_p, sc_n, q_n, tpl_n, f_n):  # fmt: skip
-    """The parts' moments and masses from :func:`_tilted_setup` and the two
-    :func:`_trunc_standard`: ``(h_n / h_p, g_p, g_n, h_p, h_n, e_p, e_n, v_p,
-    v_n)``, :func:`_tilted_relative`'s results with the ratio of the ``h`` in
-    place of ``delta`` (arithmetic only; ``delta`` takes a ``log``)."""
-    h_p = sc_p / sq_p
-    h_n = sc_n / sq_n
-    return (h_n / h_p, -q_p - gq_p, -q_n - gq_n, h_p, h_n, std_p * tpl_p, -(std_n * tpl_n),
-            var_p * f_p, var_n * f_n)  # fmt: skip
-
-
 @njit(cache=True, error_model="numpy")
 def _tilted(z_mean, z_var, tau_a, rho_a, alpha):
     """``leaky_relu_tilted``: log masses, means and variances of the two parts."""
@@ -463,10 +434,12 @@ def _tilted_relative_inline(z_mean, z_var, tau_a, rho_a, alpha):
     )
     _, sc_p, q_p, tpl_p, f_p = _trunc_standard_inline(t_p, False)
     _, sc_n, q_n, tpl_n, f_n = _trunc_standard_inline(t_n, False)
-    ratio, g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n = _tilted_combine(
-        std_p, var_p, std_n, var_n, gq_p, gq_n, sq_p, sq_n,
-        sc_p, q_p, tpl_p, f_p, sc_n, q_n, tpl_n, f_n)  # fmt: skip
-    return (g_n - g_p) + _log(ratio), g_p, g_n, h_p, h_n, e_p, e_n, v_p, v_n
+    h_p = sc_p / sq_p
+    h_n = sc_n / sq_n
+    g_p = -q_p - gq_p
+    g_n = -q_n - gq_n
+    return ((g_n - g_p) + _log(h_n / h_p), g_p, g_n, h_p, h_n, std_p * tpl_p,
+            -(std_n * tpl_n), var_p * f_p, var_n * f_n)  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")
@@ -525,22 +498,6 @@ def _leaky_direct(z_mean, z_var, alpha):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _mixture_from_exp(delta, e, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
-    """:func:`_mixture_relative` given ``e = exp(-|delta|)``, arithmetic only
-    (the layer functions take the ``exp`` of every unit first, then this in a
-    vectorised loop).  Returns ``(mean, var, mass, g_top)``: the log
-    normaliser is ``g_top + log(mass) - log(2 pi) / 2``."""
-    neg = delta <= 0.0
-    w0 = 1.0 if neg else e
-    w1 = e if neg else 1.0
-    g_top = g_p if neg else g_n
-    h_top = h_p if neg else h_n
-    total = w0 + w1  # in [1, 2]
-    mean, var = _two_component_moments(w0 / total, w1 / total, m0, m1, v0, v1)
-    return mean, var, total * h_top, g_top
-
-
-@njit(cache=True, error_model="numpy", inline="always")
 def _mixture_relative_inline(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     """Moment match of the two parts of :func:`_tilted_relative` (finite ``delta``).
 
@@ -548,10 +505,16 @@ def _mixture_relative_inline(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     v1)`` and its log normaliser (the backward message, which does not read
     ``log_m0``, lets the compiler drop its ``log``).
     """
-    mean, var, mass, g_top = _mixture_from_exp(delta, _exp(-abs(delta)), g_p, g_n, h_p,
-                                               h_n, m0, m1, v0, v1)
+    e = _exp(-abs(delta))
+    neg = delta <= 0.0
+    w0 = 1.0 if neg else e
+    w1 = e if neg else 1.0
+    g_top = g_p if neg else g_n
+    h_top = h_p if neg else h_n
+    total = w0 + w1  # in [1, 2]
+    mean, var = _two_component_moments(w0 / total, w1 / total, m0, m1, v0, v1)
     # log(total h_top exp(g_top) / sqrt(2 pi)) with one log
-    return mean, var, g_top + _log(mass) - 0.5 * _LOG_2PI
+    return mean, var, g_top + _log(total * h_top) - 0.5 * _LOG_2PI
 
 
 @njit(cache=True, error_model="numpy")
@@ -878,7 +841,7 @@ def _softmax_backward(mean, var, c, u, width, min_mass, tau, rho):
                 p2 += 1
         norm = _SQRT_2PI * std
         t_c = t[c]
-        for q in range(2 * g):  # the densities, vectorised (arithmetic exp and log)
+        for q in range(2 * g):  # the densities, vectorised (the arithmetic exp)
             a = grid[q]
             num = a if d == c else t_c
             # N(a; mu_d, s_d^2) exp(num) / (exp(a) + exp(kappa)), the sum's
