@@ -3,9 +3,9 @@
 Usage:
     OPENBLAS_NUM_THREADS=1 python benchmarks/speed_mp_vs_mlp.py [--data-home ../shared/uci]
         [--dataset kin8nm] [--split 0] [--epochs 10] [--n-iter 3] [--memory per_example]
-        [--batch-size 256] [--match-rmse] [--cost-model] [--division-floor]
+        [--batch-size 256] [--hidden 64,64] [--match-rmse] [--cost-model] [--division-floor]
 
-Both models: hidden layers (64, 64), standardised inputs and target (for
+Both models: hidden layers ``--hidden`` ((64, 64)), standardised inputs and target (for
 MLPRegressor by ``StandardScaler`` and ``TransformedTargetRegressor``), the same
 number of epochs (MLPRegressor is kept from stopping early: ``tol=0``,
 ``n_iter_no_change`` above the epochs),
@@ -46,7 +46,10 @@ from skbayesnn.inference.message_passing.network import n_parameters
 
 from _uci_cli import add_data_home, data_home
 
-HIDDEN = (64, 64)  # both models' hidden layers
+
+def hidden_sizes(text):
+    """``--hidden``: comma-separated layer widths, as a tuple."""
+    return tuple(int(width) for width in text.split(","))
 
 
 def main():
@@ -58,6 +61,8 @@ def main():
     parser.add_argument("--n-iter", type=int, default=3, help="iterations per batch visit")
     parser.add_argument("--memory", default="per_example", choices=["per_example", "per_batch"])
     parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--hidden", type=hidden_sizes, default=(64, 64),
+                        help="both models' hidden layers, comma-separated")
     parser.add_argument("--match-rmse", action="store_true",
                         help="also time MLPRegressor at the epochs it needs for our test RMSE")
     parser.add_argument("--repeats", type=int, default=1, help="best of this many fits each")
@@ -69,7 +74,7 @@ def main():
     args.data_home = data_home(parser, args)
     d = load_uci(args.dataset, args.split, data_home=args.data_home)
 
-    def ours(epochs, hidden=HIDDEN):
+    def ours(epochs, hidden=args.hidden):
         return MessagePassingRegressor(
             hidden,
             batch_size=args.batch_size,
@@ -83,7 +88,7 @@ def main():
     def mlp(epochs):
         # inputs and target standardised as ours does internally
         network = MLPRegressor(
-            hidden_layer_sizes=HIDDEN,
+            hidden_layer_sizes=args.hidden,
             solver="adam",
             max_iter=epochs,
             tol=0.0,
@@ -102,7 +107,7 @@ def main():
         rmse[name] = rmse_on_test(model, d)
     n = d.X_train.shape[0]
     print(f"{args.dataset} split {args.split}: {n} training rows, {args.epochs} epochs, "
-          f"hidden {HIDDEN}; MP: batch {args.batch_size}, {args.n_iter} iterations/batch, "
+          f"hidden {args.hidden}; MP: batch {args.batch_size}, {args.n_iter} iterations/batch, "
           f"{args.memory}")
     for name in times:
         print(f"{name:<24} fit {times[name]:8.2f} s  ({times[name] / args.epochs * 1e3:8.1f} "
@@ -128,7 +133,7 @@ def main():
             print(f"MLPRegressor does not reach RMSE {target:.4f} within 1600 epochs")
     if args.division_floor:
         mlp_us = times["MLPRegressor"] / (n * args.epochs) * 1e6
-        n_weights = n_parameters([d.X_train.shape[1], *HIDDEN, 1])
+        n_weights = n_parameters([d.X_train.shape[1], *args.hidden, 1])
         ns = division_ns()
         floor = 2 * n_weights * args.n_iter * ns * 1e-3
         print(f"float64 division: {ns:.3f} ns each (vectorised); 2 per weight and example "
@@ -136,12 +141,12 @@ def main():
               f"{floor / mlp_us:.1f} x MLPRegressor's {mlp_us:.2f} us")
     if args.cost_model:
         coef = cost_model(ours, d, args.n_iter)
-        # What each part alone costs per example and epoch of the timed HIDDEN
+        # What each part alone costs per example and epoch of the timed
         # network, in units of MLPRegressor's whole epoch per example.
         mlp_us = times["MLPRegressor"] / (n * args.epochs) * 1e6
-        n_weights = n_parameters([d.X_train.shape[1], *HIDDEN, 1])
+        n_weights = n_parameters([d.X_train.shape[1], *args.hidden, 1])
         for part, count, c in (("weights", n_weights, coef[0]),
-                               ("hidden units", sum(HIDDEN), coef[1])):
+                               ("hidden units", sum(args.hidden), coef[1])):
             print(f"{part} alone, {args.n_iter} iterations: {count * c * args.n_iter:.1f} us "
                   f"per example and epoch = {count * c * args.n_iter / mlp_us:.1f} x "
                   f"MLPRegressor's {mlp_us:.2f} us")

@@ -335,22 +335,36 @@ def test_kernel_leaky_relu_messages_match_the_array_functions(alpha):
         np.testing.assert_allclose(ours[good], ref[good], rtol=1e-10, atol=1e-14)
 
 
+@pytest.mark.parametrize("n_units", [None, 1149, 13, 5])
 @pytest.mark.parametrize("alpha", [0.0, 0.1])
-def test_kernel_layer_messages_equal_the_one_unit_functions(alpha):
+def test_kernel_layer_messages_equal_the_one_unit_functions(alpha, n_units):
     # The kernel computes a layer's LeakyReLU messages in one branch-free loop
     # over its units and sends the rest to the one-unit functions
     # (_leaky_forward_layer, _leaky_backward_layer); they must be bitwise the
     # one-unit functions, with the same fallbacks, on a grid that mixes units
     # without a backward message, degenerate parts (the general path) and
     # rejected forward marginals in one layer, and on a layer without any
-    # backward message (an example's first iteration: all direct).
+    # backward message (an example's first iteration: all direct).  The loops
+    # run over the width rounded up to a multiple of kernel._LANES, the rest
+    # padded (kernel._pad_layer): also a random selection of the grid's units
+    # of other widths, with NaN in the arrays' padding.
     zm, zv, am, ta, ra = _message_grid()
+    if n_units is not None:
+        pick = np.random.default_rng(n_units).permutation(zm.size)[:n_units]
+        zm, zv, am, ta, ra = (a[pick] for a in (zm, zv, am, ta, ra))
+    n_pad = -(-zm.size // kernel._LANES) * kernel._LANES
+
+    def padded(a):
+        return np.concatenate([a, np.full(n_pad - a.size, np.nan)])
+
     counts = []
     for rho_a in (ra, np.zeros_like(ra)):
         tau_a = ta * (rho_a > 0)
-        work = np.full(zm.size, np.nan)
-        xm, xv = np.empty_like(zm), np.empty_like(zm)
-        n_fallback = kernel._leaky_forward_layer(zm, zv, tau_a, rho_a, alpha, xm, xv, work)
+        work = np.full((3, n_pad), np.nan)
+        xm, xv = padded(zm), padded(zm)
+        n_fallback = kernel._leaky_forward_layer(padded(zm), padded(zv), tau_a, rho_a, alpha,
+                                                 xm, xv, work)
+        xm, xv = xm[:zm.size], xv[:zm.size]
         ref, fallbacks = [], 0
         for r in zip(zm, zv, tau_a, rho_a):
             m, v, used = kernel._leaky_forward(*r, alpha)
@@ -361,13 +375,15 @@ def test_kernel_layer_messages_equal_the_one_unit_functions(alpha):
         np.testing.assert_array_equal(xv, ref[:, 1])
         assert n_fallback == fallbacks
         counts.append(n_fallback)
-        tau, rho = np.empty_like(zm), np.empty_like(zm)
-        kernel._leaky_backward_layer(zm, zv, tau_a, rho_a, alpha, tau, rho, work)
+        tau, rho = padded(zm), padded(zm)
+        kernel._leaky_backward_layer(padded(zm), padded(zv), tau_a, rho_a, alpha, tau, rho, work)
+        tau, rho = tau[:zm.size], rho[:zm.size]
         ref = np.array([kernel._leaky_backward(*r, alpha) for r in zip(zm, zv, tau_a, rho_a)])
         np.testing.assert_array_equal(tau, ref[:, 0])
         np.testing.assert_array_equal(rho, ref[:, 1])
     # the grid falls back on some informed units; without messages nothing counts
-    assert 0 < counts[0] < np.sum(ra > 0) and counts[1] == 0
+    assert counts[0] < np.sum(ra > 0) and counts[1] == 0
+    assert counts[0] > 0 or n_units is not None and n_units < 20
 
 
 @pytest.mark.parametrize("first_layer", [True, False])
@@ -499,3 +515,38 @@ def test_kernel_and_array_path_agree_where_hidden_units_tie(monkeypatch):
     assert compiled.state_.n_fallback == arrays.state_.n_fallback
     np.testing.assert_allclose(compiled.predict_proba(X), arrays.predict_proba(X), rtol=1e-9,
                                atol=1e-12)
+
+
+def test_networks_of_one_to_three_hidden_layers_share_one_compiled_signature(monkeypatch):
+    # Numba compiles visit_kernel once per argument type, and a tuple's length
+    # is part of its type: unpadded, every depth of a search over
+    # hidden_layer_sizes cost a new compilation (about 10 s).  Padded
+    # (kernel.layer_tuple), 1-3 hidden layers share one; a fourth starts the next.
+    from numba import typeof
+
+    seen = {}
+    visit = kernel.visit_kernel
+
+    def spy(*args):
+        seen.setdefault(hidden, set()).add(tuple(typeof(a) for a in args))
+        return visit(*args)
+
+    monkeypatch.setattr(kernel, "visit_kernel", spy)
+    r = np.random.default_rng(0)
+    X = r.normal(size=(30, 3))
+    y = X[:, 0] + 0.1 * r.normal(size=30)
+    depths = [(5,), (5, 4), (5, 4, 3), (5, 4, 3, 2)]
+    for hidden in depths:
+        MessagePassingRegressor(hidden, max_epochs=1, batch_size=10, noise_std=1.0,
+                                random_state=0).fit(X, y)
+    assert all(len(seen[h]) == 1 for h in depths)
+    assert len(set.union(*(seen[h] for h in depths[:3]))) == 1
+    assert seen[depths[3]] != seen[depths[0]]
+    # the padding is never read: the deepest network of a bucket fits as
+    # the unpadded kernel would (the array path, same arithmetic)
+    fast = MessagePassingRegressor((5, 4, 3), max_epochs=2, batch_size=10,
+                                   random_state=0).fit(X, y)
+    monkeypatch.setattr(network, "_kernel_ready", lambda *a: False)
+    slow = MessagePassingRegressor((5, 4, 3), max_epochs=2, batch_size=10,
+                                   random_state=0).fit(X, y)
+    _assert_close(slow.state_, fast.state_)

@@ -63,6 +63,9 @@ _ROOT_BIG = math.sqrt(np.finfo(np.float64).max)
 # The forward weight loop (_forward_layer): reassociated sums and fused
 # multiply-adds let LLVM vectorise it; no flag that assumes finite values.
 _LOOP_MATH = {"reassoc", "contract"}
+# Doubles per vector of the widest instruction set the kernel is compiled for
+# (AVX-512): the LeakyReLU loops' unit of vectorisation (_pad_layer).
+_LANES = 8
 
 
 # ----------------------------------------------------------------------------
@@ -666,34 +669,72 @@ def _forward_common(z_mean, z_var, tau_a, rho_a, alpha):
     return m_acc, v_acc, accept & math.isfinite(delta) & _forward_ok(tau_a, rho_a)
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _padded(n):
+    """``n`` rounded up to a multiple of :data:`_LANES`."""
+    return -(-n // _LANES) * _LANES
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _pad_layer(zm, zv, ta, ra, work):
+    """Prepare a layer's unit loops: ``(n_pad, t_a, r_a)``, the layer's width
+    ``n = ta.shape[0]`` rounded up to a multiple of :data:`_LANES` and the
+    backward messages ``ta``, ``ra`` continued to that length, with standard
+    units (``z ~ N(0, 1)``, backward message ``N(0, 1)``) from ``n`` on in
+    ``zm``, ``zv`` and in rows 1, 2 of ``work`` (which then hold the
+    messages).
+
+    LLVM vectorises the unit loops :data:`_LANES` units at a time and runs
+    the rest in a scalar copy of the loop, about 10 times slower per unit (a
+    layer of 12 units took longer than one of 16), so the loops run over the
+    padded length; the padding's results are never read."""
+    n = ta.shape[0]
+    n_pad = _padded(n)
+    if n_pad == n:
+        return n, ta, ra
+    t_a, r_a = work[1], work[2]
+    for k in range(n):
+        t_a[k] = ta[k]
+        r_a[k] = ra[k]
+    for k in range(n, n_pad):
+        zm[k] = 0.0
+        zv[k] = 1.0
+        t_a[k] = 0.0
+        r_a[k] = 1.0
+    return n_pad, t_a, r_a
+
+
 @njit(cache=True, error_model="numpy")
-def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, ok):
+def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, work):
     """Forward messages of a layer's units (§5.6 (b)) and the next layer's input
     marginals ``q(x) = forward x stored backward`` (§5.3), floored, in ``xm``,
     ``xv``.  ``ta``, ``ra``: the stored backward messages (0 on an example's
-    first iteration of a visit, where every message is the direct one);
-    ``ok``: workspace of the layer's width.  Bitwise :func:`_leaky_forward`
-    unit by unit.
+    first iteration of a visit, where every message is the direct one); their
+    length is the layer's width ``n``.  ``zm``, ``zv``, ``xm``, ``xv`` have at
+    least ``n`` rounded up to a multiple of :data:`_LANES` entries, those from
+    ``n`` on scratch (:func:`_pad_layer`), and ``work`` is a workspace of 3
+    such rows.  Bitwise :func:`_leaky_forward` unit by unit.
 
     Returns the fallbacks to the direct message where the backward message
     was informative (as counted by the array engine).
     """
-    n = zm.shape[0]
+    n = ta.shape[0]
     informed = False
     for k in range(n):
         informed = informed or ra[k] > 0.0
+    n_pad, t_a, r_a = _pad_layer(zm, zv, ta, ra, work)
     n_fallback = 0
     if informed:
-        for k in range(n):  # vectorised
-            xm[k], xv[k], accepted = _forward_common(zm[k], zv[k], ta[k], ra[k], alpha)
-            ok[k] = 1.0 if accepted else 0.0
+        for k in range(n_pad):  # vectorised
+            xm[k], xv[k], accepted = _forward_common(zm[k], zv[k], t_a[k], r_a[k], alpha)
+            work[0, k] = 1.0 if accepted else 0.0
         for k in range(n):  # the other paths (rarely taken)
-            if ok[k] == 0.0:
+            if work[0, k] == 0.0:
                 xm[k], xv[k], used = _leaky_forward(zm[k], zv[k], ta[k], ra[k], alpha)
                 if ra[k] > 0.0 and not used:
                     n_fallback += 1
     else:
-        for k in range(n):  # vectorised
+        for k in range(n_pad):  # vectorised
             xm[k], xv[k] = _leaky_direct_inline(zm[k], zv[k], alpha)
     for k in range(n):
         am, av = xm[k], xv[k]
@@ -717,16 +758,17 @@ def _backward_common(z_mean, z_var, tau_a, rho_a, alpha):
 
 
 @njit(cache=True, error_model="numpy")
-def _leaky_backward_layer(zm, zv, ta, ra, alpha, tau, rho, general):
+def _leaky_backward_layer(zm, zv, ta, ra, alpha, tau, rho, work):
     """Backward messages of a layer's units (§5.6 (c)) into ``tau``, ``rho``;
-    ``general``: workspace of the layer's width.  Bitwise
-    :func:`_leaky_backward` unit by unit."""
-    n = zm.shape[0]
-    for k in range(n):  # vectorised
-        tau[k], rho[k], other = _backward_common(zm[k], zv[k], ta[k], ra[k], alpha)
-        general[k] = 1.0 if other else 0.0
+    the arrays' lengths and ``work`` as in :func:`_leaky_forward_layer`.
+    Bitwise :func:`_leaky_backward` unit by unit."""
+    n = ta.shape[0]
+    n_pad, t_a, r_a = _pad_layer(zm, zv, ta, ra, work)
+    for k in range(n_pad):  # vectorised
+        tau[k], rho[k], other = _backward_common(zm[k], zv[k], t_a[k], r_a[k], alpha)
+        work[0, k] = 1.0 if other else 0.0
     for k in range(n):  # the general path (rarely taken)
-        if general[k] > 0.0:
+        if work[0, k] > 0.0:
             tau[k], rho[k] = _leaky_backward(zm[k], zv[k], ta[k], ra[k], alpha)
 
 
@@ -1109,7 +1151,7 @@ def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, sto
 
 @njit(cache=True, error_model="numpy")
 def _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
-               msg_tw, msg_rw, msg_tb, msg_rb, bias):
+               msg_tw, msg_rw, msg_tb, msg_rb, n_layers, bias):
     """Marginals from scratch, cavity x all example messages (§6, once per iteration).
 
     Without biases their marginals stay the cavities (no message is written
@@ -1118,7 +1160,7 @@ def _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
     # Summed in dst itself (a copy and a temporary of each layer's size added
     # to the peak memory of a fit); the same order of operations as
     # src + (msg[0] + msg[1] + ...), so the same result.
-    for layer in range(len(cav_tw)):
+    for layer in range(n_layers):
         for src, msg, dst in ((cav_tw[layer], msg_tw[layer], q_tw[layer]),
                               (cav_rw[layer], msg_rw[layer], q_rw[layer])):
             dst[:, :] = msg[0]
@@ -1149,11 +1191,10 @@ def _sweep(data, caches, read_old, store):
     Returns the LeakyReLU forward fallbacks.
     """
     literally(store)
-    (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, X, Y, labels, order,
-     per_example, bias, alpha, kind, noise_var, regularize, reg_var, am_noise, u, width,
-     min_mass) = data
+    (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, n_layers, X, Y,
+     labels, order, per_example, bias, alpha, kind, noise_var, regularize, reg_var, am_noise, u,
+     width, min_mass) = data
     w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work = caches
-    n_layers = len(q_tw)
     n_fallback = 0
     for s in range(order.shape[0]):
         i = order[s]
@@ -1196,12 +1237,31 @@ def _sweep(data, caches, read_old, store):
     return n_fallback
 
 
+#: Length granularity of :func:`visit_kernel`'s per-layer tuples.
+LAYER_TUPLE_STEP = 4
+
+
+def layer_tuple(arrays, ndim):
+    """``arrays`` as a tuple for :func:`visit_kernel`, padded with empty arrays
+    of ``ndim`` dimensions to a multiple of :data:`LAYER_TUPLE_STEP` entries
+    (at least one).
+
+    Numba compiles the kernel once per tuple length (about 10 s each, then
+    cached on disk), so that without padding a search over the number of
+    hidden layers compiled it once per depth; padded, networks of up to three
+    hidden layers (four layers) share one compilation."""
+    arrays = tuple(arrays)
+    n = max(len(arrays), 1)
+    size = -(-n // LAYER_TUPLE_STEP) * LAYER_TUPLE_STEP
+    return arrays + (np.zeros((0,) * ndim),) * (size - len(arrays))
+
+
 @njit(cache=True, error_model="numpy")
 def visit_kernel(
     cav_tw, cav_rw, cav_tb, cav_rb,
     q_tw, q_rw, q_tb, q_rb,
     msg_tw, msg_rw, msg_tb, msg_rb,
-    back_t, back_r,
+    back_t, back_r, n_layers,
     X, Y, labels, order, n_iter, per_example, bias, alpha,
     kind, noise_var, regularize, reg_var, am_noise, u, width, min_mass,
 ):  # fmt: skip
@@ -1222,8 +1282,11 @@ def visit_kernel(
         iteration does not store it (the batch's product is then the marginal
         over the cavity), and ``per_example=False`` never touches them.
     back_t, back_r : tuples of arrays ``(n, d)``
-        Stored backward messages to each hidden layer's input (a dummy entry
-        when there is no hidden layer).
+        Stored backward messages to each hidden layer's input.
+    n_layers : int
+        The network's layers; every tuple above may be longer, padded by
+        :func:`layer_tuple` (entries from ``n_layers`` on, ``n_layers - 1``
+        for ``back_t``, ``back_r``, are never read).
     X : array of shape (n, n_in)
     Y : array of shape (n, n_out)
         Regression targets (``kind == REGRESSION``).
@@ -1248,26 +1311,29 @@ def visit_kernel(
         LeakyReLU forward fallbacks to the direct message with an informative
         backward message (as counted by the array engine).
     """
-    n_layers = len(cav_tw)
     n_fallback = 0
     # per-layer caches of the current example
     w_m = [np.empty_like(cav_tw[layer]) for layer in range(n_layers)]
     w_v = [np.empty_like(cav_tw[layer]) for layer in range(n_layers)]
     b_m = [np.empty_like(cav_tb[layer]) for layer in range(n_layers)]
     b_v = [np.empty_like(cav_tb[layer]) for layer in range(n_layers)]
-    z_m = [np.empty_like(cav_tb[layer]) for layer in range(n_layers)]
-    z_v = [np.empty_like(cav_tb[layer]) for layer in range(n_layers)]
-    x_m = [np.empty(cav_tw[layer].shape[1]) for layer in range(n_layers)]
-    x_v = [np.empty(cav_tw[layer].shape[1]) for layer in range(n_layers)]
+    # (the hidden layers' sums and the inputs they feed padded for the
+    # LeakyReLU loops, _pad_layer; the output layer's sums not: _output)
+    z_m = [np.empty(_padded(cav_tb[layer].shape[0]) if layer < n_layers - 1
+                    else cav_tb[layer].shape[0]) for layer in range(n_layers)]
+    z_v = [np.empty(z_m[layer].shape[0]) for layer in range(n_layers)]
+    x_m = [np.empty(_padded(cav_tw[layer].shape[1])) for layer in range(n_layers)]
+    x_v = [np.empty(_padded(cav_tw[layer].shape[1])) for layer in range(n_layers)]
     width_max = 1
     for layer in range(n_layers):
-        width_max = max(width_max, cav_tw[layer].shape[0], cav_tw[layer].shape[1])
+        width_max = max(width_max, _padded(cav_tw[layer].shape[0]),
+                        _padded(cav_tw[layer].shape[1]))
     tau_z = np.empty(width_max)  # message into the current layer's outputs
     rho_z = np.empty(width_max)
-    work = np.empty(width_max)  # the LeakyReLU layers' flags
-    data = (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, X, Y, labels,
-            order, per_example, bias, alpha, kind, noise_var, regularize, reg_var, am_noise, u,
-            width, min_mass)
+    work = np.empty((3, width_max))  # the LeakyReLU layers' workspace
+    data = (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, n_layers, X,
+            Y, labels, order, per_example, bias, alpha, kind, noise_var, regularize, reg_var,
+            am_noise, u, width, min_mass)
     caches = (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work)
     for it in range(n_iter):
         # An example's old message exists from its second iteration on, and a
@@ -1289,5 +1355,5 @@ def visit_kernel(
             n_fallback += _sweep(data, caches, read_old, False)
         if store:  # from scratch before the next iteration (per_batch restarts instead)
             _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
-                       msg_tw, msg_rw, msg_tb, msg_rb, bias)
+                       msg_tw, msg_rw, msg_tb, msg_rb, n_layers, bias)
     return n_fallback

@@ -504,7 +504,6 @@ def _kernel_ready(state, X, output, chunk_size):
 def _visit_kernel(active, X, target, order, n_iter, spec):
     """Run the iterations of one visit in :func:`.kernel.visit_kernel` (§6 step 2)."""
     st = active.state
-    n = X.shape[0]
     kind = spec["kind"]
     if kind == kernel.REGRESSION:
         Y = np.ascontiguousarray(target, dtype=np.float64)
@@ -512,11 +511,8 @@ def _visit_kernel(active, X, target, order, n_iter, spec):
     else:
         Y = np.zeros((1, 1))
         labels = np.ascontiguousarray(target, dtype=np.int64)
-    if active.back:
-        back_t = tuple(t for t, _ in active.back)
-        back_r = tuple(r for _, r in active.back)
-    else:  # no hidden layer: a dummy keeps the tuple types fixed
-        back_t = back_r = (np.zeros((n, 1)),)
+    back_t = tuple(t for t, _ in active.back)
+    back_r = tuple(r for _, r in active.back)
 
     # The kernel's first layer is transposed, (n_in, n_out), so that its loops
     # run over the outputs (kernel._first_forward); its example messages are
@@ -524,25 +520,29 @@ def _visit_kernel(active, X, target, order, n_iter, spec):
     def first_transposed(pairs):
         return [tuple(np.ascontiguousarray(a.T) for a in pairs[0])] + list(pairs[1:])
 
+    def layers(pairs, part, ndim):  # one compiled signature for most depths
+        return kernel.layer_tuple([pair[part] for pair in pairs], ndim)
+
     cav_w = first_transposed(active.cav_w)
     q_w = first_transposed(active.q_w)
     msg_w = [tuple(a.reshape(a.shape[0], a.shape[2], a.shape[1]) for a in active.msg_w[0])]
     msg_w += active.msg_w[1:]
     n_fb = kernel.visit_kernel(
-        tuple(t for t, _ in cav_w),
-        tuple(r for _, r in cav_w),
-        tuple(t for t, _ in active.cav_b),
-        tuple(r for _, r in active.cav_b),
-        tuple(t for t, _ in q_w),
-        tuple(r for _, r in q_w),
-        tuple(t for t, _ in active.q_b),
-        tuple(r for _, r in active.q_b),
-        tuple(t for t, _ in msg_w),
-        tuple(r for _, r in msg_w),
-        tuple(t for t, _ in active.msg_b),
-        tuple(r for _, r in active.msg_b),
-        back_t,
-        back_r,
+        layers(cav_w, 0, 2),
+        layers(cav_w, 1, 2),
+        layers(active.cav_b, 0, 1),
+        layers(active.cav_b, 1, 1),
+        layers(q_w, 0, 2),
+        layers(q_w, 1, 2),
+        layers(active.q_b, 0, 1),
+        layers(active.q_b, 1, 1),
+        layers(msg_w, 0, 3),
+        layers(msg_w, 1, 3),
+        layers(active.msg_b, 0, 2),
+        layers(active.msg_b, 1, 2),
+        kernel.layer_tuple(back_t, 2),
+        kernel.layer_tuple(back_r, 2),
+        len(active.cav_w),
         np.ascontiguousarray(X),
         Y,
         labels,
