@@ -521,7 +521,7 @@ def test_networks_of_one_to_three_hidden_layers_share_one_compiled_signature(mon
     # Numba compiles visit_kernel once per argument type, and a tuple's length
     # is part of its type: unpadded, every depth of a search over
     # hidden_layer_sizes cost a new compilation (about 10 s).  Padded
-    # (kernel.layer_tuple), 1-3 hidden layers share one; a fourth starts the next.
+    # (kernel.layer_tuple), 1-3 hidden layers share one, 4-7 the next.
     from numba import typeof
 
     seen = {}
@@ -535,12 +535,13 @@ def test_networks_of_one_to_three_hidden_layers_share_one_compiled_signature(mon
     r = np.random.default_rng(0)
     X = r.normal(size=(30, 3))
     y = X[:, 0] + 0.1 * r.normal(size=30)
-    depths = [(5,), (5, 4), (5, 4, 3), (5, 4, 3, 2)]
+    depths = [(5,), (5, 4), (5, 4, 3), (5, 4, 3, 2), (5,) * 5, (5,) * 7]
     for hidden in depths:
         MessagePassingRegressor(hidden, max_epochs=1, batch_size=10, noise_std=1.0,
                                 random_state=0).fit(X, y)
     assert all(len(seen[h]) == 1 for h in depths)
     assert len(set.union(*(seen[h] for h in depths[:3]))) == 1
+    assert len(set.union(*(seen[h] for h in depths[3:]))) == 1
     assert seen[depths[3]] != seen[depths[0]]
     # the padding is never read: the deepest network of a bucket fits as
     # the unpadded kernel would (the array path, same arithmetic)

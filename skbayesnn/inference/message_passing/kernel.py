@@ -1248,8 +1248,8 @@ def layer_tuple(arrays, ndim):
 
     Numba compiles the kernel once per tuple length (about 10 s each, then
     cached on disk), so that without padding a search over the number of
-    hidden layers compiled it once per depth; padded, networks of up to three
-    hidden layers (four layers) share one compilation."""
+    hidden layers compiled it once per depth; padded, networks of one to three
+    hidden layers share one compilation, four to seven the next."""
     arrays = tuple(arrays)
     n = max(len(arrays), 1)
     size = -(-n // LAYER_TUPLE_STEP) * LAYER_TUPLE_STEP
@@ -1282,11 +1282,11 @@ def visit_kernel(
         iteration does not store it (the batch's product is then the marginal
         over the cavity), and ``per_example=False`` never touches them.
     back_t, back_r : tuples of arrays ``(n, d)``
-        Stored backward messages to each hidden layer's input.
+        Stored backward messages to each hidden layer's input (entry ``l``:
+        layer ``l + 1``'s input; entry ``n_layers - 1`` is never read).
     n_layers : int
         The network's layers; every tuple above may be longer, padded by
-        :func:`layer_tuple` (entries from ``n_layers`` on, ``n_layers - 1``
-        for ``back_t``, ``back_r``, are never read).
+        :func:`layer_tuple` (entries from ``n_layers`` on are never read).
     X : array of shape (n, n_in)
     Y : array of shape (n, n_out)
         Regression targets (``kind == REGRESSION``).

@@ -511,8 +511,10 @@ def _visit_kernel(active, X, target, order, n_iter, spec):
     else:
         Y = np.zeros((1, 1))
         labels = np.ascontiguousarray(target, dtype=np.int64)
-    back_t = tuple(t for t, _ in active.back)
-    back_r = tuple(r for _, r in active.back)
+    # (one entry per hidden layer, and a dummy for the output layer, so that
+    # these tuples are padded in step with the others: layer_tuple)
+    back_t = tuple(t for t, _ in active.back) + (np.zeros((0, 0)),)
+    back_r = tuple(r for _, r in active.back) + (np.zeros((0, 0)),)
 
     # The kernel's first layer is transposed, (n_in, n_out), so that its loops
     # run over the outputs (kernel._first_forward); its example messages are
