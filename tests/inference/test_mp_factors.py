@@ -523,7 +523,7 @@ def test_softmax_message_to_a_hopeless_label_logit_is_a_tilt():
         tau, rho = likelihood.softmax_backward(mean, var, np.array([0]))
         k_tau, k_rho = np.empty(3), np.empty(3)
         kernel._softmax_backward(mean[0], var[0], 0, np.linspace(0.0, 1.0, 401), 8.0, 1e-12,
-                                 k_tau, k_rho)
+                                 k_tau, k_rho, kernel.output_workspace(3, 401))
         assert abs(tau[0, 0] - 1.0) < 0.01 and 0.0 <= rho[0, 0] < 1e-4
         np.testing.assert_allclose(k_tau, tau[0], rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(k_rho, rho[0], rtol=1e-6, atol=1e-9)
@@ -548,7 +548,8 @@ def test_kernel_softmax_messages_equal_the_array_function():
             label = rng.integers(k)
             tau, rho = likelihood.softmax_backward(mean, var, np.array([label]))
             k_tau, k_rho = np.empty(k), np.empty(k)
-            kernel._softmax_backward(mean[0], var[0], label, u, 8.0, 1e-12, k_tau, k_rho)
+            kernel._softmax_backward(mean[0], var[0], label, u, 8.0, 1e-12, k_tau, k_rho,
+                                     kernel.output_workspace(k, u.size))
             # (the message is marginal / forward message: a difference of
             # natural parameters of the size of (|mean| + 1) / var, rounded)
             scale = (np.abs(mean[0]) + 1.0) / var[0]

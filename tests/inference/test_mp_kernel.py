@@ -551,3 +551,41 @@ def test_networks_of_one_to_three_hidden_layers_share_one_compiled_signature(mon
     slow = MessagePassingRegressor((5, 4, 3), max_epochs=2, batch_size=10,
                                    random_state=0).fit(X, y)
     _assert_close(slow.state_, fast.state_)
+
+
+def test_the_example_step_allocates_nothing():
+    # The functions of an example step take their workspaces from the visit
+    # (kernel._NO_NRT: they are compiled without Numba's reference counting),
+    # so Numba's count of allocations during a fit does not grow with the
+    # examples of its one batch visit.  The count is kept only in a process
+    # started with NUMBA_NRT_STATS=1.  Softmax and a hidden layer: the output
+    # factor's and the hidden layers' workspaces.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """
+import warnings
+import numpy as np
+from numba.core.runtime import rtsys
+from skbayesnn import MessagePassingClassifier
+warnings.simplefilter("ignore")
+rng = np.random.default_rng(0)
+X = rng.normal(size=(120, 3))
+y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)
+counts = []
+for n in (20, 20, 120):  # (the first fit compiles or loads the kernel)
+    model = MessagePassingClassifier((6,), likelihood="softmax", batch_size=n, max_epochs=1,
+                                     random_state=0)
+    before = rtsys.get_allocation_stats().alloc if counts else 0
+    model.fit(X[:n], y[:n])
+    counts.append(rtsys.get_allocation_stats().alloc - before)
+print(*counts[1:])
+"""
+    root = Path(kernel.__file__).resolve().parents[3]
+    env = dict(os.environ, NUMBA_NRT_STATS="1", PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
+                         text=True, check=True).stdout
+    few_rows, more_rows = (int(c) for c in out.split())
+    assert few_rows == more_rows > 0

@@ -63,6 +63,19 @@ _ROOT_BIG = math.sqrt(np.finfo(np.float64).max)
 # The forward weight loop (_forward_layer): reassociated sums and fused
 # multiply-adds let LLVM vectorise it; no flag that assumes finite values.
 _LOOP_MATH = {"reassoc", "contract"}
+# The functions of an example step (_sweep's callees) allocate nothing (their
+# workspaces come from visit_kernel) and are compiled without Numba's reference
+# counting of arrays, which costs an atomic increment and decrement per array
+# argument and view in every call.  With the per-call allocations that the
+# workspaces replaced, that was 19% of the step of a network of 16 layers of 8
+# units and 3-4% at (64, 64).  "_nrt" is a private option of Numba's CPU
+# target; where a version lacks it they compile with reference counting.
+try:
+    from numba.core.cpu import CPUTargetOptions
+
+    _NO_NRT = {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
+except ImportError:  # pragma: no cover
+    _NO_NRT = {}
 # Doubles per vector of the widest instruction set the kernel is compiled for
 # (AVX-512): the LeakyReLU loops' unit of vectorisation (_pad_layer).
 _LANES = 8
@@ -704,7 +717,7 @@ def _pad_layer(zm, zv, ta, ra, work):
     return n_pad, t_a, r_a
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_NO_NRT)
 def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, work):
     """Forward messages of a layer's units (§5.6 (b)) and the next layer's input
     marginals ``q(x) = forward x stored backward`` (§5.3), floored, in ``xm``,
@@ -757,7 +770,7 @@ def _backward_common(z_mean, z_var, tau_a, rho_a, alpha):
     return tau, rho, usable & (not finite)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_NO_NRT)
 def _leaky_backward_layer(zm, zv, ta, ra, alpha, tau, rho, work):
     """Backward messages of a layer's units (§5.6 (c)) into ``tau``, ``rho``;
     the arrays' lengths and ``work`` as in :func:`_leaky_forward_layer`.
@@ -832,8 +845,17 @@ def _trapezoid_moments(grid, dens, centre):
 
 
 @njit(cache=True, error_model="numpy")
-def _softmax_backward(mean, var, c, u, width, min_mass, tau, rho):
-    """``softmax_backward`` for one example with label ``c`` (§5.10).
+def output_workspace(n_out, n_grid):
+    """The output factors' workspace for ``n_out`` outputs and a softmax grid
+    of ``n_grid`` points (allocated once per visit: the functions of an
+    example step allocate nothing, see :func:`visit_kernel`)."""
+    return np.empty((4, max(2 * n_grid, n_out)))
+
+
+@njit(cache=True, error_model="numpy")
+def _softmax_backward(mean, var, c, u, width, min_mass, tau, rho, work):
+    """``softmax_backward`` for one example with label ``c`` (§5.10); ``work``:
+    a workspace from :func:`output_workspace`.
 
     The trapezoidal rule on the merged (sorted) union of the two uniform grids
     ``u`` of the array function; moments about ``mu_d``; safe division with
@@ -846,13 +868,13 @@ def _softmax_backward(mean, var, c, u, width, min_mass, tau, rho):
     """
     k = mean.shape[0]
     g = u.shape[0]
-    t = np.empty(k)
+    t = work[3, :k]
     for j in range(k):
         t[j] = mean[j] / math.sqrt(1.0 + (math.pi / 8.0) * var[j])
-    g1 = np.empty(g)
-    g2 = np.empty(g)
-    grid = np.empty(2 * g)
-    dens = np.empty(2 * g)
+    g1 = work[0, :g]
+    g2 = work[0, g:2 * g]
+    grid = work[1, :2 * g]
+    dens = work[2, :2 * g]
     for d in range(k):
         std = math.sqrt(var[d])
         top = -math.inf
@@ -932,9 +954,9 @@ def _softmax_backward(mean, var, c, u, width, min_mass, tau, rho):
             rho[d] = 0.0
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_NO_NRT)
 def _output(kind, z_m, z_v, Y, labels, i, noise_var, regularize, reg_var, am_noise, u, width,
-            min_mass, tau, rho):
+            min_mass, tau, rho, work):
     """Backward messages of the output factor for example ``i`` into ``tau``, ``rho``."""
     k = z_m.shape[0]
     if kind == REGRESSION:  # §5.8: G(y / beta^2, 1 / beta^2)
@@ -948,13 +970,13 @@ def _output(kind, z_m, z_v, Y, labels, i, noise_var, regularize, reg_var, am_noi
     elif kind == ARGMAX:
         _argmax_backward(z_m, z_v, labels[i], am_noise, regularize, reg_var, tau, rho)
     else:
-        _softmax_backward(z_m, z_v, labels[i], u, width, min_mass, tau, rho)
+        _softmax_backward(z_m, z_v, labels[i], u, width, min_mass, tau, rho, work)
 
 
 # ----------------------------------------------------------------------------
 # one visit of a batch (§6)
 # ----------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_NO_NRT)
 def _replace_b(q_t, q_r, m_t, m_r, m, j, t_new, r_new, read_old, store):
     """EP replacement ``q <- q x new / old`` of a bias (§5.3, §6); ``old`` is
     read only if ``read_old`` (else it is 1) and ``new`` stored only if ``store``."""
@@ -969,7 +991,7 @@ def _replace_b(q_t, q_r, m_t, m_r, m, j, t_new, r_new, read_old, store):
         m_r[m, j] = r_new
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_NO_NRT)
 def _bias_moments(q_tb, q_rb, msg_tb, msg_rb, m, cavity, b_m, b_v):
     """Moments of the example's bias cavities ``q / m_{n->b}`` (§5.3, §5.4), or
     of the marginals where the example has no message yet (not ``cavity``)."""
@@ -996,7 +1018,7 @@ def _weight_moments(tw, rw):
     return mu, var
 
 
-@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH)
+@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH, **_NO_NRT)
 def _forward_layer(qt, qr, xm, xv, wm, wv, b_m, b_v, zm, zv):
     """Forward message of a hidden layer's weighted sums (§5.3).
 
@@ -1024,17 +1046,17 @@ def _forward_layer(qt, qr, xm, xv, wm, wv, b_m, b_v, zm, zv):
         zv[j] = acc_v + b_v[j]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_NO_NRT)
 def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, store, bias, xm,
-                     xv, wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br):
+                     xv, wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br, x_sq):
     """Messages of the inner-product factor to weights, biases and inputs (§5.3).
 
     The weights' messages replace the example's old ones in the marginals
     (§6); the inputs' messages are written to ``bt``, ``br`` (floored, §8 item 3).
+    ``x_sq``: workspace of at least the layer's input width.
     """
     literally(store)
     d_out, d_in = qt.shape
-    x_sq = np.empty(d_in)
     for k in range(d_in):
         x_sq[k] = xv[k] + xm[k] * xm[k]
         bt[k] = 0.0
@@ -1078,7 +1100,7 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, st
         bt[k], br[k] = _min_precision(bt[k], br[k])
 
 
-@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH)
+@njit(cache=True, error_model="numpy", fastmath=_LOOP_MATH, **_NO_NRT)
 def _first_forward(qt, qr, mt, mr, m, cavity, x, wm, wv, b_m, b_v, zm, zv):
     """:func:`_forward_layer` of the first layer (observed inputs ``x``, §5.4),
     on the transposed layout ``(n_in, n_out)`` of the kernel's first layer.
@@ -1112,7 +1134,7 @@ def _first_forward(qt, qr, mt, mr, m, cavity, x, wm, wv, b_m, b_v, zm, zv):
         zv[j] += b_v[j]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_NO_NRT)
 def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, store, bias, x,
                     wm, wv, b_m, b_v, zm, zv, tau_z, rho_z):
     """Exact weighted-sum messages of the first layer to its weights and biases
@@ -1194,7 +1216,7 @@ def _sweep(data, caches, read_old, store):
     (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, n_layers, X, Y,
      labels, order, per_example, bias, alpha, kind, noise_var, regularize, reg_var, am_noise, u,
      width, min_mass) = data
-    w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work = caches
+    w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work = caches
     n_fallback = 0
     for s in range(order.shape[0]):
         i = order[s]
@@ -1218,7 +1240,7 @@ def _sweep(data, caches, read_old, store):
                            b_v[layer], z_m[layer], z_v[layer])
         # ---- output factor (§5.8-5.11)
         _output(kind, z_m[n_layers - 1], z_v[n_layers - 1], Y, labels, i, noise_var,
-                regularize, reg_var, am_noise, u, width, min_mass, tau_z, rho_z)
+                regularize, reg_var, am_noise, u, width, min_mass, tau_z, rho_z, out_work)
         # ---- backward: hidden layers, top first (§5.3, §5.6 (c))
         for layer in range(n_layers - 1, 0, -1):
             bt = back_t[layer - 1][i]
@@ -1227,7 +1249,7 @@ def _sweep(data, caches, read_old, store):
                              msg_tw[layer], msg_rw[layer], msg_tb[layer], msg_rb[layer],
                              m, read_old, store, bias, x_m[layer], x_v[layer], w_m[layer],
                              w_v[layer], b_m[layer], b_v[layer], z_m[layer], z_v[layer],
-                             tau_z, rho_z, bt, br)
+                             tau_z, rho_z, bt, br, x_sq)
             _leaky_backward_layer(z_m[layer - 1], z_v[layer - 1], bt, br, alpha, tau_z, rho_z,
                                   work)
         # ---- backward: first layer, exact weighted sum (§5.4, §5.1)
@@ -1334,7 +1356,9 @@ def visit_kernel(
     data = (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, n_layers, X,
             Y, labels, order, per_example, bias, alpha, kind, noise_var, regularize, reg_var,
             am_noise, u, width, min_mass)
-    caches = (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work)
+    x_sq = np.empty(width_max)  # _hidden_backward's
+    out_work = output_workspace(cav_tb[n_layers - 1].shape[0], u.shape[0])
+    caches = (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work)
     for it in range(n_iter):
         # An example's old message exists from its second iteration on, and a
         # new one is stored only if a later iteration divides it out again:
