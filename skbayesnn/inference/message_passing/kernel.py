@@ -69,7 +69,10 @@ _LOOP_MATH = {"reassoc", "contract"}
 # argument and view in every call.  With the per-call allocations that the
 # workspaces replaced, that was 19% of the step of a network of 16 layers of 8
 # units and 3-4% at (64, 64).  "_nrt" is a private option of Numba's CPU
-# target; where a version lacks it they compile with reference counting.
+# target; where a version lacks it they compile with reference counting.  (A
+# callee without the option takes its first caller's, and one compiled version
+# serves every caller of a signature: the functions that take arrays carry it
+# themselves, so that it does not depend on which caller compiled them first.)
 try:
     from numba.core.cpu import CPUTargetOptions
 
@@ -788,7 +791,7 @@ def _leaky_backward_layer(zm, zv, ta, ra, alpha, tau, rho, work):
 # ----------------------------------------------------------------------------
 # output factors (§5.8-5.11)
 # ----------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_NO_NRT)
 def _argmax_backward(mean, var, c, noise_var, regularize, reg_var, tau, rho):
     """``argmax_backward`` for one example with label ``c`` (§5.11, §14 item 5)."""
     k = mean.shape[0]
@@ -824,7 +827,7 @@ def _argmax_backward(mean, var, c, noise_var, regularize, reg_var, tau, rho):
             rho[i] = rho[i] + 1.0 / reg_var
 
 
-@njit(cache=True, error_model="numpy", fastmath={"reassoc"})
+@njit(cache=True, error_model="numpy", fastmath={"reassoc"}, **_NO_NRT)
 def _trapezoid_moments(grid, dens, centre):
     """The trapezoidal rule's integrals of ``dens``, ``dens (a - centre)`` and
     ``dens (a - centre)^2`` over the sorted points ``grid`` (the sums
@@ -852,7 +855,7 @@ def output_workspace(n_out, n_grid):
     return np.empty((4, max(2 * n_grid, n_out)))
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_NO_NRT)
 def _softmax_backward(mean, var, c, u, width, min_mass, tau, rho, work):
     """``softmax_backward`` for one example with label ``c`` (§5.10); ``work``:
     a workspace from :func:`output_workspace`.
