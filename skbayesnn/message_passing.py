@@ -610,8 +610,8 @@ class MessagePassingClassifier(_MessagePassingMixin, BaseBayesianClassifier):
         factor (AM-MP), Gaussian regression on one-hot targets (R-MP), or the
         softmax factor (numerical integration: the trapezoidal rule on 802
         points per class and example step, so its cost grows with the
-        classes: with one layer of 32 units an example step took 28-30 µs
-        against 8 µs for "argmax" with 5 classes, 183-196 against 16-17 with 40;
+        classes: with one layer of 32 units an example step took 19 µs
+        against 6 µs for "argmax" with 5 classes, 116-121 against 12 with 40;
         ``benchmarks/many_classes_mp.py``).
 """
         + _ACTIVATION_DOC
