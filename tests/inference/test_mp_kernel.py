@@ -352,7 +352,7 @@ def test_kernel_layer_messages_equal_the_one_unit_functions(alpha, n_units):
     if n_units is not None:
         pick = np.random.default_rng(n_units).permutation(zm.size)[:n_units]
         zm, zv, am, ta, ra = (a[pick] for a in (zm, zv, am, ta, ra))
-    n_pad = -(-zm.size // kernel._LANES) * kernel._LANES
+    n_pad = kernel._padded(zm.size)
 
     def padded(a):
         return np.concatenate([a, np.full(n_pad - a.size, np.nan)])

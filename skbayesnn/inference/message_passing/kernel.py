@@ -68,7 +68,8 @@ _LOOP_MATH = {"reassoc", "contract"}
 # counting of arrays, which costs an atomic increment and decrement per array
 # argument and view in every call.  With the per-call allocations that the
 # workspaces replaced, that was 19% of the step of a network of 16 layers of 8
-# units and 3-4% at (64, 64).  "_nrt" is a private option of Numba's CPU
+# units; at (64, 64) benchmarks/speed_mp_vs_mlp.py shows no difference beyond
+# its noise.  "_nrt" is a private option of Numba's CPU
 # target; where a version lacks it they compile with reference counting.  (A
 # callee without the option takes its first caller's, and one compiled version
 # serves every caller of a signature: the functions that take arrays carry it

@@ -511,10 +511,6 @@ def _visit_kernel(active, X, target, order, n_iter, spec):
     else:
         Y = np.zeros((1, 1))
         labels = np.ascontiguousarray(target, dtype=np.int64)
-    # (one entry per hidden layer, and a dummy for the output layer, so that
-    # these tuples are padded in step with the others: layer_tuple)
-    back_t = tuple(t for t, _ in active.back) + (np.zeros((0, 0)),)
-    back_r = tuple(r for _, r in active.back) + (np.zeros((0, 0)),)
 
     # The kernel's first layer is transposed, (n_in, n_out), so that its loops
     # run over the outputs (kernel._first_forward); its example messages are
@@ -529,6 +525,9 @@ def _visit_kernel(active, X, target, order, n_iter, spec):
     q_w = first_transposed(active.q_w)
     msg_w = [tuple(a.reshape(a.shape[0], a.shape[2], a.shape[1]) for a in active.msg_w[0])]
     msg_w += active.msg_w[1:]
+    # (one entry per hidden layer, and a dummy for the output layer, so that
+    # they are padded in step with the other tuples)
+    back = list(active.back) + [(np.zeros((0, 0)), np.zeros((0, 0)))]
     n_fb = kernel.visit_kernel(
         layers(cav_w, 0, 2),
         layers(cav_w, 1, 2),
@@ -542,8 +541,8 @@ def _visit_kernel(active, X, target, order, n_iter, spec):
         layers(msg_w, 1, 3),
         layers(active.msg_b, 0, 2),
         layers(active.msg_b, 1, 2),
-        kernel.layer_tuple(back_t, 2),
-        kernel.layer_tuple(back_r, 2),
+        layers(back, 0, 2),
+        layers(back, 1, 2),
         len(active.cav_w),
         np.ascontiguousarray(X),
         Y,
