@@ -589,3 +589,60 @@ print(*counts[1:])
                          text=True, check=True).stdout
     few_rows, more_rows = (int(c) for c in out.split())
     assert few_rows == more_rows > 0
+
+
+def test_the_kernel_sums_messages_in_order_and_refuses_strided_arrays():
+    # _recompute's sum and the per_batch restart's copy are loops over
+    # contiguous arrays seen flat: (msg[0] + msg[1] + ...) + cavity in that
+    # order, bitwise, and a strided array raises instead of being copied (a
+    # write to a copy would be lost).
+    rng = np.random.default_rng(0)
+    for shape in [(5,), (4, 3)]:
+        src = rng.normal(size=shape)
+        msg = rng.normal(size=(6,) + shape) * 10.0 ** rng.integers(-8, 9, size=(6,) + shape)
+        dst = np.empty(shape)
+        kernel._product_with_messages(src, msg, dst)
+        expected = msg[0].copy()
+        for row in msg[1:]:
+            expected += row
+        np.testing.assert_array_equal(dst, expected + src)
+        copy = np.empty(shape)
+        kernel._copy_into(copy, src)
+        np.testing.assert_array_equal(copy, src)
+    with pytest.raises(NotImplementedError):
+        kernel._copy_into(np.empty((3, 4)).T, np.ones((4, 3)))
+
+
+def test_one_compilation_of_the_sweep_serves_every_depth_and_iteration(tmp_path):
+    # The per-layer arrays reach _sweep as lists, whose type does not depend
+    # on the depth, and its flags read_old and store are run-time values
+    # (_message_rows), so that a network of another depth bucket recompiles
+    # only visit_kernel (benchmarks/compile_mp.py: 4.5 s against 15 s with a
+    # _sweep per depth bucket and per value of store).  In a process with an
+    # empty Numba cache, so that every function is compiled and not loaded.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """
+import warnings
+import numpy as np
+from skbayesnn import MessagePassingRegressor
+from skbayesnn.inference.message_passing import kernel
+warnings.simplefilter("ignore")
+rng = np.random.default_rng(0)
+X = rng.normal(size=(30, 3))
+y = X[:, 0] + 0.1 * rng.normal(size=30)
+for hidden in [(5,), (5,) * 5]:
+    for memory in ["per_example", "per_batch"]:
+        MessagePassingRegressor(hidden, max_epochs=1, batch_size=10, memory=memory,
+                                random_state=0).fit(X, y)
+print(len(kernel.visit_kernel.signatures), len(kernel._sweep.signatures),
+      len(kernel._hidden_backward.signatures), len(kernel._first_backward.signatures))
+"""
+    root = Path(kernel.__file__).resolve().parents[3]
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["2", "1", "1", "1"]

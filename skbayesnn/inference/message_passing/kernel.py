@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import literally, njit
+from numba import njit
 
 # Numba's on-disk cache freezes these imported constants and tracks only this
 # file: after editing them in development, clear __pycache__/kernel.*.nb[ic]
@@ -39,6 +39,8 @@ from ...core.gaussian import _TRUNC_ASYMPTOTIC, _TRUNC_MEAN_SERIES, _TRUNC_VAR_S
 from .activation import _INVERTIBLE_VAR, _TIE_RTOL
 
 # The array code's series evaluation, compiled (one function serves both).
+# Inlined by Numba, not by LLVM (_INLINE): a call that passes the coefficient
+# array counts its references, and that call kept the unit loops scalar.
 _horner = njit(cache=True, error_model="numpy", inline="always")(gaussian._horner)
 # (as arrays: a tuple indexed in a loop compiles to branches, which keep a
 # loop calling it scalar)
@@ -76,10 +78,20 @@ _LOOP_MATH = {"reassoc", "contract"}
 # themselves, so that it does not depend on which caller compiled them first.)
 try:
     from numba.core.cpu import CPUTargetOptions
-
-    _NO_NRT = {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
 except ImportError:  # pragma: no cover
-    _NO_NRT = {}
+    CPUTargetOptions = None
+_NO_NRT = {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
+# The special functions that the LeakyReLU unit loops call must be inlined
+# into them, or the loops would not vectorise.  LLVM inlines them
+# ("forceinline": its alwaysinline attribute), each compiled once.  Numba's
+# own inlining (inline="always") copied and typed a callee's IR anew at every
+# call site, recursively: 13 s of the 35 s that the first fit in a new
+# installation spent compiling (benchmarks/compile_mp.py).  A callee without
+# the option takes its first caller's, as with _NO_NRT, so the few plain
+# functions these call carry it too.  Where Numba lacks the option, Numba
+# inlines them as before.
+_INLINE = ({"forceinline": True} if hasattr(CPUTargetOptions, "forceinline")
+           else {"inline": "always"})
 # Doubles per vector of the widest instruction set the kernel is compiled for
 # (AVX-512): the LeakyReLU loops' unit of vectorisation (_pad_layer).
 _LANES = 8
@@ -124,7 +136,7 @@ _ERFCX_CHEB = np.array([
 ])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _erfcx_nonneg(x):
     """``erfcx(x)`` for ``x >= 0`` (NaN passes), ``erfcx(inf) = 0``.
 
@@ -162,13 +174,13 @@ _LOG_LG1, _LOG_LG2, _LOG_LG3, _LOG_LG4, _LOG_LG5, _LOG_LG6, _LOG_LG7 = (
 _SQRT2 = math.sqrt(2.0)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _pow2(k):
     """``2.0 ** k`` for an integer-valued float ``k`` in [-1022, 1023], from its bits."""
     return np.int64((np.int64(k) + 1023) << 52).view(np.float64)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _exp(x):
     """``exp(x)``, arithmetic only (see above)."""
     xc = min(max(x, -746.0), 710.0)
@@ -185,7 +197,7 @@ def _exp(x):
     return x if x != x else y
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _log(x):
     """``log(x)``, arithmetic only (see above)."""
     sub = x < _TINY  # subnormal: scaled into the normal range first
@@ -208,7 +220,7 @@ def _log(x):
     return x if (x == math.inf or x != x) else y
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _exp_neg_half_square(t):
     """``exp(-t^2 / 2)`` with the rounding error of ``t^2`` compensated (Dekker's split)."""
     t2 = t * t
@@ -239,7 +251,7 @@ def _moments(tau, rho):
     return tau / rho, 1.0 / rho
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _min_precision(tau, rho):
     """``min_rho(G(tau, rho), 1e-8)`` (§1)."""
     if rho < _EPS:
@@ -257,7 +269,7 @@ def _wsum_backward(tau_s, rho_s, sum_mean, sum_var, coef, term_mean, term_var):
     return coef * (tau_s - rho_s * rest_mean) / den, coef * coef * rho_s / den
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _trunc_standard_inline(t, with_log):
     """Truncation of N(t, 1) to x >= 0: ``(log_mass, scale, q, t_plus_lam, factor)``.
 
@@ -301,7 +313,7 @@ def _trunc_standard_inline(t, with_log):
 @njit(cache=True, error_model="numpy")
 def _trunc_standard(t, with_log):
     """:func:`_trunc_standard_inline` as a function of its own, for the scalar paths
-    (Numba inlines the ``_inline`` form where a loop must vectorise)."""
+    (the ``_inline`` form is inlined where a loop must vectorise, :data:`_INLINE`)."""
     return _trunc_standard_inline(t, with_log)
 
 
@@ -327,7 +339,7 @@ def _normalizer_log(mean1, var1, mean2, var2):
     return math.nan
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _two_component_moments(w0, w1, m0, m1, v0, v1):
     """Mean and (centred) variance of ``w0 N(m0, v0) + w1 N(m1, v1)`` for
     normalised weights; a zero-weight component is ignored entirely (its
@@ -390,7 +402,7 @@ def _mixture2(lw0, lw1, m0, m1, v0, v1):
 # around libm's exp and log, 61 and 56 (a scratch benchmark).
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _tilted_setup(z_mean, z_var, tau_a, rho_a, alpha):
     """Arithmetic of ``leaky_relu_tilted`` before the truncations.
 
@@ -437,7 +449,7 @@ def _tilted(z_mean, z_var, tau_a, rho_a, alpha):
     return lw_p, lw_n, std_p * tpl_p, -(std_n * tpl_n), var_p * f_p, var_n * f_n
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _tilted_relative_inline(z_mean, z_var, tau_a, rho_a, alpha):
     """The two parts of :func:`_tilted` with their masses relative to each other.
 
@@ -465,11 +477,11 @@ def _tilted_relative_inline(z_mean, z_var, tau_a, rho_a, alpha):
 @njit(cache=True, error_model="numpy")
 def _tilted_relative(z_mean, z_var, tau_a, rho_a, alpha):
     """:func:`_tilted_relative_inline` as a function of its own, for the scalar paths
-    (Numba inlines the ``_inline`` form where a loop must vectorise)."""
+    (the ``_inline`` form is inlined where a loop must vectorise, :data:`_INLINE`)."""
     return _tilted_relative_inline(z_mean, z_var, tau_a, rho_a, alpha)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _direct_combine(z_mean, z_var, alpha, std, scale, q, t_plus_lam, factor):
     """Moments of LeakyReLU(N(z_mean, z_var)) from :func:`_trunc_standard` at
     ``t = z_mean / std`` (§5.6 (a)).
@@ -495,7 +507,7 @@ def _direct_combine(z_mean, z_var, alpha, std, scale, q, t_plus_lam, factor):
     return mean, max(var, _MIN_VAR)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _leaky_direct_inline(z_mean, z_var, alpha):
     """``leaky_relu_forward_direct``: moments of LeakyReLU(N(z_mean, z_var)) (§5.6 (a)).
 
@@ -513,11 +525,11 @@ def _leaky_direct_inline(z_mean, z_var, alpha):
 @njit(cache=True, error_model="numpy")
 def _leaky_direct(z_mean, z_var, alpha):
     """:func:`_leaky_direct_inline` as a function of its own, for the scalar paths
-    (Numba inlines the ``_inline`` form where a loop must vectorise)."""
+    (the ``_inline`` form is inlined where a loop must vectorise, :data:`_INLINE`)."""
     return _leaky_direct_inline(z_mean, z_var, alpha)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _mixture_relative_inline(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     """Moment match of the two parts of :func:`_tilted_relative` (finite ``delta``).
 
@@ -540,11 +552,11 @@ def _mixture_relative_inline(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
 @njit(cache=True, error_model="numpy")
 def _mixture_relative(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1):
     """:func:`_mixture_relative_inline` as a function of its own, for the scalar paths
-    (Numba inlines the ``_inline`` form where a loop must vectorise)."""
+    (the ``_inline`` form is inlined where a loop must vectorise, :data:`_INLINE`)."""
     return _mixture_relative_inline(delta, g_p, g_n, h_p, h_n, m0, m1, v0, v1)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _forward_accept(z_mean, z_var, tau_a, rho_a, m_mean, m_var, log_m0):
     """The guards of the marginal approximation (§5.6 (b), §8) on the moments
     ``m_mean``, ``m_var`` and log normaliser of the moment-matched tilted
@@ -595,7 +607,7 @@ def _forward_message(z_mean, z_var, tau_a, rho_a, alpha,
     return d_mean, d_var, False
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _backward_ok(tau_a, rho_a):
     """Whether the message of ``a`` makes the tilted density usable (§5.6 (c), §8)."""
     ok = rho_a > 0.0 and math.isfinite(rho_a) and math.isfinite(tau_a)
@@ -616,7 +628,7 @@ def _backward_marginal(z_mean, z_var, tau_a, rho_a, alpha,
     return m_mean, m_var, finite
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _backward_from_marginal(z_mean, z_var, m_mean, m_var, usable):
     """``leaky_relu_backward``'s message ``marginal / forward message`` with its
     guards (§5.6 (c)): 0 where the message of ``a`` or the marginal was not
@@ -665,13 +677,13 @@ def _leaky_backward(z_mean, z_var, tau_a, rho_a, alpha):
     return _backward_from_marginal(z_mean, z_var, m_mean, m_var, ok and finite)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _forward_ok(tau_a, rho_a):
     """Whether the unit has a backward message to approximate with (§5.6 (b))."""
     return rho_a > 0.0 and math.isfinite(rho_a) and math.isfinite(tau_a)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _forward_common(z_mean, z_var, tau_a, rho_a, alpha):
     """:func:`_leaky_forward`'s usual path, without branches: ``(mean, var,
     ok)``, the message of the accepted marginal approximation where ``ok``
@@ -759,7 +771,7 @@ def _leaky_forward_layer(zm, zv, ta, ra, alpha, xm, xv, work):
     return n_fallback
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(cache=True, error_model="numpy", **_INLINE)
 def _backward_common(z_mean, z_var, tau_a, rho_a, alpha):
     """:func:`_leaky_backward` without branches where ``delta`` is finite or
     the message of ``a`` unusable: ``(tau, rho, general)``; where ``general``
@@ -1050,16 +1062,52 @@ def _forward_layer(qt, qr, xm, xv, wm, wv, b_m, b_v, zm, zv):
         zv[j] = acc_v + b_v[j]
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _message_rows(mt, mr, m, j, read_old, store, discard):
+    """Row ``j`` of the example's weight messages in slot ``m``, ``(row_t,
+    row_r)``, where the example has messages there or keeps its new ones
+    (``read_old or store``), else ``discard``'s two rows.
+
+    The weight loops then read and write a row without branches: they read
+    it always and divide out ``old if read_old else 0.0`` (bitwise the same as
+    not dividing: ``x - 0.0`` is ``x``), and write the new message always (in
+    the last iteration to a slot no later iteration reads).  Branches on the
+    two flags compiled to slower loops (1.6 ns per weight of a 64 x 64 layer
+    against 1.2-1.35, a scratch benchmark) unless the flags were compile-time
+    constants, which took a compilation of the kernel per combination.
+    """
+    if read_old or store:
+        return mt[m, j], mr[m, j]
+    return discard[0], discard[1]
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _replace_w(q_t, q_r, row_t, row_r, k, t_new, r_new, read_old):
+    """EP replacement of weight ``k``'s message in its marginal ``q_t``, ``q_r``
+    (§6): the old one in ``row_t``, ``row_r`` divided out where ``read_old``,
+    the new one multiplied in and written there (:func:`_message_rows`).
+
+    Without branches: with branches on both flags, one helper for both weight
+    loops made them slower (30 against 25 µs per example step on kin8nm), and
+    the loops had their own copies."""
+    old_t = row_t[k]
+    old_r = row_r[k]
+    q_t[k] += t_new - (old_t if read_old else 0.0)
+    q_r[k] += r_new - (old_r if read_old else 0.0)
+    row_t[k] = t_new
+    row_r[k] = r_new
+
+
 @njit(cache=True, error_model="numpy", **_NO_NRT)
 def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, store, bias, xm,
-                     xv, wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br, x_sq):
+                     xv, wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br, x_sq, discard):
     """Messages of the inner-product factor to weights, biases and inputs (§5.3).
 
     The weights' messages replace the example's old ones in the marginals
     (§6); the inputs' messages are written to ``bt``, ``br`` (floored, §8 item 3).
-    ``x_sq``: workspace of at least the layer's input width.
+    ``x_sq``: workspace of at least the layer's input width; ``discard``: see
+    :func:`_message_rows`.
     """
-    literally(store)
     d_out, d_in = qt.shape
     for k in range(d_in):
         x_sq[k] = xv[k] + xm[k] * xm[k]
@@ -1071,7 +1119,7 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, st
         zmj = zm[j]
         zvj = zv[j]
         qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
-        mt_j, mr_j = mt[m, j], mr[m, j]
+        row_t, row_r = _message_rows(mt, mr, m, j, read_old, store, discard)
         for k in range(d_in):
             mu = wm_j[k]
             var = wv_j[k]
@@ -1088,15 +1136,7 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, st
             r_w = r_p * x_sq[k]
             bt[k] += t_p * mu
             br[k] += r_p * (var + mu * mu)
-            if read_old:
-                qt_j[k] += t_w - mt_j[k]
-                qr_j[k] += r_w - mr_j[k]
-            else:
-                qt_j[k] += t_w
-                qr_j[k] += r_w
-            if store:
-                mt_j[k] = t_w
-                mr_j[k] = r_w
+            _replace_w(qt_j, qr_j, row_t, row_r, k, t_w, r_w, read_old)
         if bias:
             t_b, r_b = _wsum_backward(tz, rz, zmj, zvj, 1.0, b_m[j], b_v[j])
             _replace_b(q_tb, q_rb, msg_tb, msg_rb, m, j, t_b, r_b, read_old, store)
@@ -1140,19 +1180,13 @@ def _first_forward(qt, qr, mt, mr, m, cavity, x, wm, wv, b_m, b_v, zm, zv):
 
 @njit(cache=True, error_model="numpy", **_NO_NRT)
 def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, store, bias, x,
-                    wm, wv, b_m, b_v, zm, zv, tau_z, rho_z):
+                    wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, discard):
     """Exact weighted-sum messages of the first layer to its weights and biases
-    (§5.4), on the transposed layout of :func:`_first_forward`.
-
-    The EP replacement is written out here and in :func:`_hidden_backward`
-    (as :func:`_replace_b` does for a bias): as one inlined helper for the
-    three it made both weight loops slower (30 against 25 µs per example step
-    on kin8nm, a bitwise-identical fit)."""
-    literally(store)
+    (§5.4), on the transposed layout of :func:`_first_forward`."""
     d_in, d_out = qt.shape
     for k in range(d_in):
         qt_k, qr_k, wm_k, wv_k = qt[k], qr[k], wm[k], wv[k]
-        mt_k, mr_k = mt[m, k], mr[m, k]
+        row_t, row_r = _message_rows(mt, mr, m, k, read_old, store, discard)
         c = x[k]
         c2 = c * c
         for j in range(d_out):
@@ -1160,47 +1194,67 @@ def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, sto
             inv = 1.0 / (1.0 + rz * max(zv[j] - c2 * wv_k[j], 0.0))
             t_w = c * (tau_z[j] - rz * (zm[j] - c * wm_k[j])) * inv
             r_w = c2 * rz * inv
-            if read_old:
-                qt_k[j] += t_w - mt_k[j]
-                qr_k[j] += r_w - mr_k[j]
-            else:
-                qt_k[j] += t_w
-                qr_k[j] += r_w
-            if store:
-                mt_k[j] = t_w
-                mr_k[j] = r_w
+            _replace_w(qt_k, qr_k, row_t, row_r, j, t_w, r_w, read_old)
     if bias:
         for j in range(d_out):
             t_b, r_b = _wsum_backward(tau_z[j], rho_z[j], zm[j], zv[j], 1.0, b_m[j], b_v[j])
             _replace_b(q_tb, q_rb, msg_tb, msg_rb, m, j, t_b, r_b, read_old, store)
 
 
+@njit(cache=True, error_model="numpy", **_NO_NRT)
+def _product_with_messages(src, msg, dst):
+    """``dst = (msg[0] + msg[1] + ...) + src`` elementwise, in that order
+    (``msg`` stacks the examples' messages on its first axis).
+
+    Written as loops: the same sum in NumPy's array syntax took 3.6 s of the
+    kernel's first compilation.  ``reshape`` makes views of the contiguous
+    arrays (and raises for others rather than work on a copy).
+    """
+    n = dst.size
+    out = dst.reshape(n)
+    first = src.reshape(n)
+    stacked = msg.reshape((msg.shape[0], n))
+    for k in range(n):
+        out[k] = stacked[0, k]
+    for m in range(1, stacked.shape[0]):
+        for k in range(n):
+            out[k] += stacked[m, k]
+    for k in range(n):
+        out[k] += first[k]
+
+
+@njit(cache=True, error_model="numpy", **_NO_NRT)
+def _copy_into(dst, src):
+    """``dst[...] = src`` for contiguous arrays of one shape, as a loop (see
+    :func:`_product_with_messages`: the slice assignment compiled its
+    broadcasting error message, 2.6 s)."""
+    n = dst.size
+    out = dst.reshape(n)
+    values = src.reshape(n)
+    for k in range(n):
+        out[k] = values[k]
+
+
 @njit(cache=True, error_model="numpy")
-def _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
-               msg_tw, msg_rw, msg_tb, msg_rb, n_layers, bias):
+def _recompute(cavities, marginals_and_messages, n_layers, bias):
     """Marginals from scratch, cavity x all example messages (§6, once per iteration).
 
-    Without biases their marginals stay the cavities (no message is written
-    to them, and their message arrays are uninitialised).
+    ``cavities``: lists over layers ``(cav_tw, cav_rw, cav_tb, cav_rb)``;
+    ``marginals_and_messages``: ``(q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw,
+    msg_tb, msg_rb)``, as in :func:`visit_kernel`.  Without biases their
+    marginals stay the cavities (no message is written to them, and their
+    message arrays are uninitialised).
     """
-    # Summed in dst itself (a copy and a temporary of each layer's size added
-    # to the peak memory of a fit); the same order of operations as
-    # src + (msg[0] + msg[1] + ...), so the same result.
+    cav_tw, cav_rw, cav_tb, cav_rb = cavities
+    q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb = marginals_and_messages
+    # Summed in the marginals themselves: a copy or a temporary of a layer's
+    # size would add to the peak memory of a fit.
     for layer in range(n_layers):
-        for src, msg, dst in ((cav_tw[layer], msg_tw[layer], q_tw[layer]),
-                              (cav_rw[layer], msg_rw[layer], q_rw[layer])):
-            dst[:, :] = msg[0]
-            for m in range(1, msg.shape[0]):
-                dst += msg[m]
-            dst += src
-        if not bias:
-            continue
-        for src, msg, dst in ((cav_tb[layer], msg_tb[layer], q_tb[layer]),
-                              (cav_rb[layer], msg_rb[layer], q_rb[layer])):
-            dst[:] = msg[0]
-            for m in range(1, msg.shape[0]):
-                dst += msg[m]
-            dst += src
+        _product_with_messages(cav_tw[layer], msg_tw[layer], q_tw[layer])
+        _product_with_messages(cav_rw[layer], msg_rw[layer], q_rw[layer])
+        if bias:
+            _product_with_messages(cav_tb[layer], msg_tb[layer], q_tb[layer])
+            _product_with_messages(cav_rb[layer], msg_rb[layer], q_rb[layer])
 
 
 @njit(cache=True, error_model="numpy")
@@ -1208,19 +1262,16 @@ def _sweep(data, caches, read_old, store):
     """One iteration of :func:`visit_kernel`: every example of the batch once.
 
     ``read_old``: the examples have messages to divide out; ``store``: their
-    new messages are kept for a later iteration.  ``store`` is a compile-time
-    constant here (``literally``), and so in the weight loops of
-    :func:`_hidden_backward` and :func:`_first_backward`: with both flags as
-    run-time values LLVM compiled their four cases into slower loops (1.6 ns
-    per weight of a 64 x 64 layer against 1.2-1.35, a scratch benchmark), and
-    making ``read_old`` a constant as well gained nothing but compile time.
+    new messages are kept for a later iteration.  The per-layer entries of
+    ``data`` and ``caches`` are lists, so that this function, the largest to
+    compile, is compiled once for networks of every depth.
     Returns the LeakyReLU forward fallbacks.
     """
-    literally(store)
     (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, n_layers, X, Y,
      labels, order, per_example, bias, alpha, kind, noise_var, regularize, reg_var, am_noise, u,
      width, min_mass) = data
-    w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work = caches
+    (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work,
+     discard) = caches
     n_fallback = 0
     for s in range(order.shape[0]):
         i = order[s]
@@ -1253,13 +1304,13 @@ def _sweep(data, caches, read_old, store):
                              msg_tw[layer], msg_rw[layer], msg_tb[layer], msg_rb[layer],
                              m, read_old, store, bias, x_m[layer], x_v[layer], w_m[layer],
                              w_v[layer], b_m[layer], b_v[layer], z_m[layer], z_v[layer],
-                             tau_z, rho_z, bt, br, x_sq)
+                             tau_z, rho_z, bt, br, x_sq, discard)
             _leaky_backward_layer(z_m[layer - 1], z_v[layer - 1], bt, br, alpha, tau_z, rho_z,
                                   work)
         # ---- backward: first layer, exact weighted sum (§5.4, §5.1)
         _first_backward(q_tw[0], q_rw[0], q_tb[0], q_rb[0], msg_tw[0], msg_rw[0],
                         msg_tb[0], msg_rb[0], m, read_old, store, bias, X[i], w_m[0], w_v[0],
-                        b_m[0], b_v[0], z_m[0], z_v[0], tau_z, rho_z)
+                        b_m[0], b_v[0], z_m[0], z_v[0], tau_z, rho_z, discard)
     return n_fallback
 
 
@@ -1272,10 +1323,11 @@ def layer_tuple(arrays, ndim):
     of ``ndim`` dimensions to a multiple of :data:`LAYER_TUPLE_STEP` entries
     (at least one).
 
-    Numba compiles the kernel once per tuple length (about 10 s each, then
-    cached on disk), so that without padding a search over the number of
-    hidden layers compiled it once per depth; padded, networks of one to three
-    hidden layers share one compilation, four to seven the next."""
+    Numba compiles the kernel once per tuple length (4.5 s each, then cached
+    on disk: the rest of the kernel takes lists, :func:`_sweep`), so that
+    without padding a search over the number of hidden layers compiled it once
+    per depth; padded, networks of one to three hidden layers share one
+    compilation, four to seven the next."""
     arrays = tuple(arrays)
     n = max(len(arrays), 1)
     size = -(-n // LAYER_TUPLE_STEP) * LAYER_TUPLE_STEP
@@ -1305,8 +1357,9 @@ def visit_kernel(
         n_out)``) / ``(n_m, n_out)`` (``n_m = n`` per example, 1 per batch),
         uninitialised on entry: an example's message
         is written in its first iteration and read from its second; the last
-        iteration does not store it (the batch's product is then the marginal
-        over the cavity), and ``per_example=False`` never touches them.
+        iteration's is not kept (it may overwrite the slot, which nothing
+        reads again: the batch's product is the marginal over the cavity), and
+        ``per_example=False`` never touches them.
     back_t, back_r : tuples of arrays ``(n, d)``
         Stored backward messages to each hidden layer's input (entry ``l``:
         layer ``l + 1``'s input; entry ``n_layers - 1`` is never read).
@@ -1357,12 +1410,28 @@ def visit_kernel(
     tau_z = np.empty(width_max)  # message into the current layer's outputs
     rho_z = np.empty(width_max)
     work = np.empty((3, width_max))  # the LeakyReLU layers' workspace
-    data = (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, n_layers, X,
-            Y, labels, order, per_example, bias, alpha, kind, noise_var, regularize, reg_var,
-            am_noise, u, width, min_mass)
+    # (the per-layer arrays as lists: _sweep's types do not depend on the depth)
+    data = ([q_tw[layer] for layer in range(n_layers)],
+            [q_rw[layer] for layer in range(n_layers)],
+            [q_tb[layer] for layer in range(n_layers)],
+            [q_rb[layer] for layer in range(n_layers)],
+            [msg_tw[layer] for layer in range(n_layers)],
+            [msg_rw[layer] for layer in range(n_layers)],
+            [msg_tb[layer] for layer in range(n_layers)],
+            [msg_rb[layer] for layer in range(n_layers)],
+            [back_t[layer] for layer in range(n_layers)],
+            [back_r[layer] for layer in range(n_layers)],
+            n_layers, X, Y, labels, order, per_example, bias, alpha, kind, noise_var, regularize,
+            reg_var, am_noise, u, width, min_mass)
+    cavities = ([cav_tw[layer] for layer in range(n_layers)],
+                [cav_rw[layer] for layer in range(n_layers)],
+                [cav_tb[layer] for layer in range(n_layers)],
+                [cav_rb[layer] for layer in range(n_layers)])
     x_sq = np.empty(width_max)  # _hidden_backward's
     out_work = output_workspace(cav_tb[n_layers - 1].shape[0], u.shape[0])
-    caches = (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work)
+    discard = np.empty((2, width_max))  # _message_rows's
+    caches = (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work,
+              discard)
     for it in range(n_iter):
         # An example's old message exists from its second iteration on, and a
         # new one is stored only if a later iteration divides it out again:
@@ -1372,16 +1441,11 @@ def visit_kernel(
         store = per_example and it < n_iter - 1
         if not per_example and it > 0:  # restart from the cavity (memory="per_batch")
             for layer in range(n_layers):
-                q_tw[layer][:] = cav_tw[layer]
-                q_rw[layer][:] = cav_rw[layer]
-                q_tb[layer][:] = cav_tb[layer]
-                q_rb[layer][:] = cav_rb[layer]
-        # store as a compile-time constant: its own weight loops (see _sweep)
-        if store:
-            n_fallback += _sweep(data, caches, read_old, True)
-        else:
-            n_fallback += _sweep(data, caches, read_old, False)
+                _copy_into(q_tw[layer], cav_tw[layer])
+                _copy_into(q_rw[layer], cav_rw[layer])
+                _copy_into(q_tb[layer], cav_tb[layer])
+                _copy_into(q_rb[layer], cav_rb[layer])
+        n_fallback += _sweep(data, caches, read_old, store)
         if store:  # from scratch before the next iteration (per_batch restarts instead)
-            _recompute(cav_tw, cav_rw, cav_tb, cav_rb, q_tw, q_rw, q_tb, q_rb,
-                       msg_tw, msg_rw, msg_tb, msg_rb, n_layers, bias)
+            _recompute(cavities, data[:8], n_layers, bias)
     return n_fallback
