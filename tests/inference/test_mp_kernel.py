@@ -616,7 +616,7 @@ def test_the_kernel_sums_messages_in_order_and_refuses_strided_arrays():
 def test_one_compilation_of_the_sweep_serves_every_depth_and_iteration(tmp_path):
     # The per-layer arrays reach _sweep as lists, whose type does not depend
     # on the depth, and its flags read_old and store are run-time values
-    # (_message_rows), so that a network of another depth bucket recompiles
+    # (_replace_w), so that a network of another depth bucket recompiles
     # only visit_kernel (benchmarks/compile_mp.py: 4.5 s against 15 s with a
     # _sweep per depth bucket and per value of store).  In a process with an
     # empty Numba cache, so that every function is compiled and not loaded.

@@ -1063,50 +1063,41 @@ def _forward_layer(qt, qr, xm, xv, wm, wv, b_m, b_v, zm, zv):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _message_rows(mt, mr, m, j, read_old, store, discard):
-    """Row ``j`` of the example's weight messages in slot ``m``, ``(row_t,
-    row_r)``, where the example has messages there or keeps its new ones
-    (``read_old or store``), else ``discard``'s two rows.
-
-    The weight loops then read and write a row without branches: they read
-    it always and divide out ``old if read_old else 0.0`` (bitwise the same as
-    not dividing: ``x - 0.0`` is ``x``), and write the new message always (in
-    the last iteration to a slot no later iteration reads).  Branches on the
-    two flags compiled to slower loops (1.6 ns per weight of a 64 x 64 layer
-    against 1.2-1.35, a scratch benchmark) unless the flags were compile-time
-    constants, which took a compilation of the kernel per combination.
-    """
-    if read_old or store:
-        return mt[m, j], mr[m, j]
-    return discard[0], discard[1]
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _replace_w(q_t, q_r, row_t, row_r, k, t_new, r_new, read_old):
+def _replace_w(q_t, q_r, row_t, row_r, k, t_new, r_new, read_old, keep):
     """EP replacement of weight ``k``'s message in its marginal ``q_t``, ``q_r``
-    (§6): the old one in ``row_t``, ``row_r`` divided out where ``read_old``,
-    the new one multiplied in and written there (:func:`_message_rows`).
+    (§6), the example's messages in ``row_t``, ``row_r``: with ``keep``
+    (``read_old or store``) the old message is divided out where
+    ``read_old`` and the new one written there, else only multiplied in.
 
-    Without branches: with branches on both flags, one helper for both weight
-    loops made them slower (30 against 25 µs per example step on kin8nm), and
-    the loops had their own copies."""
-    old_t = row_t[k]
-    old_r = row_r[k]
-    q_t[k] += t_new - (old_t if read_old else 0.0)
-    q_r[k] += r_new - (old_r if read_old else 0.0)
-    row_t[k] = t_new
-    row_r[k] = r_new
+    ``keep`` decides for a whole loop, which LLVM then compiles once for each
+    value; ``read_old`` only selects what to divide out (``x - 0.0`` is ``x``:
+    bitwise as not dividing), and the new message is written even where no
+    later iteration reads it.  Branches on both flags compiled to slower loops
+    (1.6 ns per weight of a 64 x 64 layer against 1.2-1.35, a scratch
+    benchmark; as one helper for both weight loops, 30 against 25 µs per
+    example step on kin8nm) unless the flags were compile-time constants,
+    which took a compilation of the kernel per combination.
+    """
+    if keep:
+        old_t = row_t[k]
+        old_r = row_r[k]
+        q_t[k] += t_new - (old_t if read_old else 0.0)
+        q_r[k] += r_new - (old_r if read_old else 0.0)
+        row_t[k] = t_new
+        row_r[k] = r_new
+    else:
+        q_t[k] += t_new
+        q_r[k] += r_new
 
 
 @njit(cache=True, error_model="numpy", **_NO_NRT)
 def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, store, bias, xm,
-                     xv, wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br, x_sq, discard):
+                     xv, wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, bt, br, x_sq):
     """Messages of the inner-product factor to weights, biases and inputs (§5.3).
 
     The weights' messages replace the example's old ones in the marginals
     (§6); the inputs' messages are written to ``bt``, ``br`` (floored, §8 item 3).
-    ``x_sq``: workspace of at least the layer's input width; ``discard``: see
-    :func:`_message_rows`.
+    ``x_sq``: workspace of at least the layer's input width.
     """
     d_out, d_in = qt.shape
     for k in range(d_in):
@@ -1119,7 +1110,7 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, st
         zmj = zm[j]
         zvj = zv[j]
         qt_j, qr_j, wm_j, wv_j = qt[j], qr[j], wm[j], wv[j]
-        row_t, row_r = _message_rows(mt, mr, m, j, read_old, store, discard)
+        row_t, row_r = mt[m, j], mr[m, j]
         for k in range(d_in):
             mu = wm_j[k]
             var = wv_j[k]
@@ -1136,7 +1127,7 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, st
             r_w = r_p * x_sq[k]
             bt[k] += t_p * mu
             br[k] += r_p * (var + mu * mu)
-            _replace_w(qt_j, qr_j, row_t, row_r, k, t_w, r_w, read_old)
+            _replace_w(qt_j, qr_j, row_t, row_r, k, t_w, r_w, read_old, read_old or store)
         if bias:
             t_b, r_b = _wsum_backward(tz, rz, zmj, zvj, 1.0, b_m[j], b_v[j])
             _replace_b(q_tb, q_rb, msg_tb, msg_rb, m, j, t_b, r_b, read_old, store)
@@ -1180,13 +1171,13 @@ def _first_forward(qt, qr, mt, mr, m, cavity, x, wm, wv, b_m, b_v, zm, zv):
 
 @njit(cache=True, error_model="numpy", **_NO_NRT)
 def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, store, bias, x,
-                    wm, wv, b_m, b_v, zm, zv, tau_z, rho_z, discard):
+                    wm, wv, b_m, b_v, zm, zv, tau_z, rho_z):
     """Exact weighted-sum messages of the first layer to its weights and biases
     (§5.4), on the transposed layout of :func:`_first_forward`."""
     d_in, d_out = qt.shape
     for k in range(d_in):
         qt_k, qr_k, wm_k, wv_k = qt[k], qr[k], wm[k], wv[k]
-        row_t, row_r = _message_rows(mt, mr, m, k, read_old, store, discard)
+        row_t, row_r = mt[m, k], mr[m, k]
         c = x[k]
         c2 = c * c
         for j in range(d_out):
@@ -1194,7 +1185,7 @@ def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, sto
             inv = 1.0 / (1.0 + rz * max(zv[j] - c2 * wv_k[j], 0.0))
             t_w = c * (tau_z[j] - rz * (zm[j] - c * wm_k[j])) * inv
             r_w = c2 * rz * inv
-            _replace_w(qt_k, qr_k, row_t, row_r, j, t_w, r_w, read_old)
+            _replace_w(qt_k, qr_k, row_t, row_r, j, t_w, r_w, read_old, read_old or store)
     if bias:
         for j in range(d_out):
             t_b, r_b = _wsum_backward(tau_z[j], rho_z[j], zm[j], zv[j], 1.0, b_m[j], b_v[j])
@@ -1270,8 +1261,7 @@ def _sweep(data, caches, read_old, store):
     (q_tw, q_rw, q_tb, q_rb, msg_tw, msg_rw, msg_tb, msg_rb, back_t, back_r, n_layers, X, Y,
      labels, order, per_example, bias, alpha, kind, noise_var, regularize, reg_var, am_noise, u,
      width, min_mass) = data
-    (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work,
-     discard) = caches
+    w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work = caches
     n_fallback = 0
     for s in range(order.shape[0]):
         i = order[s]
@@ -1304,13 +1294,13 @@ def _sweep(data, caches, read_old, store):
                              msg_tw[layer], msg_rw[layer], msg_tb[layer], msg_rb[layer],
                              m, read_old, store, bias, x_m[layer], x_v[layer], w_m[layer],
                              w_v[layer], b_m[layer], b_v[layer], z_m[layer], z_v[layer],
-                             tau_z, rho_z, bt, br, x_sq, discard)
+                             tau_z, rho_z, bt, br, x_sq)
             _leaky_backward_layer(z_m[layer - 1], z_v[layer - 1], bt, br, alpha, tau_z, rho_z,
                                   work)
         # ---- backward: first layer, exact weighted sum (§5.4, §5.1)
         _first_backward(q_tw[0], q_rw[0], q_tb[0], q_rb[0], msg_tw[0], msg_rw[0],
                         msg_tb[0], msg_rb[0], m, read_old, store, bias, X[i], w_m[0], w_v[0],
-                        b_m[0], b_v[0], z_m[0], z_v[0], tau_z, rho_z, discard)
+                        b_m[0], b_v[0], z_m[0], z_v[0], tau_z, rho_z)
     return n_fallback
 
 
@@ -1429,9 +1419,7 @@ def visit_kernel(
                 [cav_rb[layer] for layer in range(n_layers)])
     x_sq = np.empty(width_max)  # _hidden_backward's
     out_work = output_workspace(cav_tb[n_layers - 1].shape[0], u.shape[0])
-    discard = np.empty((2, width_max))  # _message_rows's
-    caches = (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work,
-              discard)
+    caches = (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work)
     for it in range(n_iter):
         # An example's old message exists from its second iteration on, and a
         # new one is stored only if a later iteration divides it out again:
