@@ -125,6 +125,19 @@ def test_compiled_kernel_equals_namespace_implementation(strict_xp, rng, activat
         np.testing.assert_allclose(np.asarray(b), a, rtol=1e-11, atol=1e-14)
 
 
+def test_kernel_block_copy_fills_the_top_left_block_only():
+    # the kernel's loop form of dst[:m, :n] = src (tagi_kernel._copy_block):
+    # the layer inputs keep their appended constant column
+    from skbayesnn.inference import tagi_kernel
+
+    src = np.arange(6.0).reshape(2, 3)
+    dst = np.full((3, 4), -1.0)
+    tagi_kernel._copy_block(dst, src)
+    expected = np.full((3, 4), -1.0)
+    expected[:2, :3] = src
+    np.testing.assert_array_equal(dst, expected)
+
+
 def test_kernel_activations_match_the_core():
     from skbayesnn.core.activations import activation_derivative, activation_value
     from skbayesnn.inference import tagi_kernel
