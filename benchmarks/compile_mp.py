@@ -11,7 +11,9 @@ compiles the kernel, the later ones only what their arguments' types add
 (networks of four to seven hidden layers pass longer per-layer tuples,
 ``kernel.layer_tuple``).  Then it
 repeats the fits in a second process with the cache the first one wrote, as
-a user's later sessions would: loading the compiled code instead.
+a user's later sessions would: loading the compiled code instead.  For
+comparison, each process ends with a first ``TAGIRegressor`` and
+``PBPRegressor`` fit, whose kernels are compiled apart from this one.
 """
 
 import os
@@ -25,7 +27,8 @@ import warnings
 
 import numpy as np
 
-from skbayesnn import MessagePassingClassifier, MessagePassingRegressor
+from skbayesnn import (MessagePassingClassifier, MessagePassingRegressor, PBPRegressor,
+                       TAGIRegressor)
 
 warnings.simplefilter("ignore", UserWarning)  # one epoch underfits
 rng = np.random.default_rng(0)
@@ -36,6 +39,8 @@ fits = [(f"regressor {hidden}", MessagePassingRegressor(hidden, max_epochs=1, ra
 fits.append(("softmax classifier (8,)",
              MessagePassingClassifier((8,), likelihood="softmax", max_epochs=1, random_state=0),
              y > 0))
+fits += [("TAGIRegressor (its own kernel)", TAGIRegressor(max_epochs=1, random_state=0), y),
+         ("PBPRegressor (its own kernel)", PBPRegressor(max_epochs=1, random_state=0), y)]
 for name, model, target in fits:
     start = time.perf_counter()
     model.fit(X, target)
