@@ -1100,6 +1100,7 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, st
     ``x_sq``: workspace of at least the layer's input width.
     """
     d_out, d_in = qt.shape
+    keep = read_old or store  # (_replace_w)
     for k in range(d_in):
         x_sq[k] = xv[k] + xm[k] * xm[k]
         bt[k] = 0.0
@@ -1127,7 +1128,7 @@ def _hidden_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, st
             r_w = r_p * x_sq[k]
             bt[k] += t_p * mu
             br[k] += r_p * (var + mu * mu)
-            _replace_w(qt_j, qr_j, row_t, row_r, k, t_w, r_w, read_old, read_old or store)
+            _replace_w(qt_j, qr_j, row_t, row_r, k, t_w, r_w, read_old, keep)
         if bias:
             t_b, r_b = _wsum_backward(tz, rz, zmj, zvj, 1.0, b_m[j], b_v[j])
             _replace_b(q_tb, q_rb, msg_tb, msg_rb, m, j, t_b, r_b, read_old, store)
@@ -1175,6 +1176,7 @@ def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, sto
     """Exact weighted-sum messages of the first layer to its weights and biases
     (§5.4), on the transposed layout of :func:`_first_forward`."""
     d_in, d_out = qt.shape
+    keep = read_old or store  # (_replace_w)
     for k in range(d_in):
         qt_k, qr_k, wm_k, wv_k = qt[k], qr[k], wm[k], wv[k]
         row_t, row_r = mt[m, k], mr[m, k]
@@ -1185,7 +1187,7 @@ def _first_backward(qt, qr, q_tb, q_rb, mt, mr, msg_tb, msg_rb, m, read_old, sto
             inv = 1.0 / (1.0 + rz * max(zv[j] - c2 * wv_k[j], 0.0))
             t_w = c * (tau_z[j] - rz * (zm[j] - c * wm_k[j])) * inv
             r_w = c2 * rz * inv
-            _replace_w(qt_k, qr_k, row_t, row_r, j, t_w, r_w, read_old, read_old or store)
+            _replace_w(qt_k, qr_k, row_t, row_r, j, t_w, r_w, read_old, keep)
     if bias:
         for j in range(d_out):
             t_b, r_b = _wsum_backward(tau_z[j], rho_z[j], zm[j], zv[j], 1.0, b_m[j], b_v[j])
@@ -1325,6 +1327,13 @@ def layer_tuple(arrays, ndim):
 
 
 @njit(cache=True, error_model="numpy")
+def _layer_list(arrays, n_layers):
+    """The first ``n_layers`` arrays of a padded per-layer tuple
+    (:func:`layer_tuple`) as a list, whose type does not depend on the depth."""
+    return [arrays[layer] for layer in range(n_layers)]
+
+
+@njit(cache=True, error_model="numpy")
 def visit_kernel(
     cav_tw, cav_rw, cav_tb, cav_rb,
     q_tw, q_rw, q_tb, q_rb,
@@ -1401,22 +1410,15 @@ def visit_kernel(
     rho_z = np.empty(width_max)
     work = np.empty((3, width_max))  # the LeakyReLU layers' workspace
     # (the per-layer arrays as lists: _sweep's types do not depend on the depth)
-    data = ([q_tw[layer] for layer in range(n_layers)],
-            [q_rw[layer] for layer in range(n_layers)],
-            [q_tb[layer] for layer in range(n_layers)],
-            [q_rb[layer] for layer in range(n_layers)],
-            [msg_tw[layer] for layer in range(n_layers)],
-            [msg_rw[layer] for layer in range(n_layers)],
-            [msg_tb[layer] for layer in range(n_layers)],
-            [msg_rb[layer] for layer in range(n_layers)],
-            [back_t[layer] for layer in range(n_layers)],
-            [back_r[layer] for layer in range(n_layers)],
+    data = (_layer_list(q_tw, n_layers), _layer_list(q_rw, n_layers),
+            _layer_list(q_tb, n_layers), _layer_list(q_rb, n_layers),
+            _layer_list(msg_tw, n_layers), _layer_list(msg_rw, n_layers),
+            _layer_list(msg_tb, n_layers), _layer_list(msg_rb, n_layers),
+            _layer_list(back_t, n_layers), _layer_list(back_r, n_layers),
             n_layers, X, Y, labels, order, per_example, bias, alpha, kind, noise_var, regularize,
             reg_var, am_noise, u, width, min_mass)
-    cavities = ([cav_tw[layer] for layer in range(n_layers)],
-                [cav_rw[layer] for layer in range(n_layers)],
-                [cav_tb[layer] for layer in range(n_layers)],
-                [cav_rb[layer] for layer in range(n_layers)])
+    cavities = (_layer_list(cav_tw, n_layers), _layer_list(cav_rw, n_layers),
+                _layer_list(cav_tb, n_layers), _layer_list(cav_rb, n_layers))
     x_sq = np.empty(width_max)  # _hidden_backward's
     out_work = output_workspace(cav_tb[n_layers - 1].shape[0], u.shape[0])
     caches = (w_m, w_v, b_m, b_v, z_m, z_v, x_m, x_v, tau_z, rho_z, work, x_sq, out_work)

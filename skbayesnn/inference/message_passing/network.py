@@ -518,8 +518,8 @@ def _visit_kernel(active, X, target, order, n_iter, spec):
     def first_transposed(pairs):
         return [tuple(np.ascontiguousarray(a.T) for a in pairs[0])] + list(pairs[1:])
 
-    def layers(pairs, part, ndim):  # one compiled signature for most depths
-        return kernel.layer_tuple([pair[part] for pair in pairs], ndim)
+    def layers(pairs, ndim):  # both parts; one compiled signature for most depths
+        return tuple(kernel.layer_tuple([pair[part] for pair in pairs], ndim) for part in (0, 1))
 
     cav_w = first_transposed(active.cav_w)
     q_w = first_transposed(active.q_w)
@@ -529,20 +529,13 @@ def _visit_kernel(active, X, target, order, n_iter, spec):
     # they are padded in step with the other tuples)
     back = list(active.back) + [(np.zeros((0, 0)), np.zeros((0, 0)))]
     n_fb = kernel.visit_kernel(
-        layers(cav_w, 0, 2),
-        layers(cav_w, 1, 2),
-        layers(active.cav_b, 0, 1),
-        layers(active.cav_b, 1, 1),
-        layers(q_w, 0, 2),
-        layers(q_w, 1, 2),
-        layers(active.q_b, 0, 1),
-        layers(active.q_b, 1, 1),
-        layers(msg_w, 0, 3),
-        layers(msg_w, 1, 3),
-        layers(active.msg_b, 0, 2),
-        layers(active.msg_b, 1, 2),
-        layers(back, 0, 2),
-        layers(back, 1, 2),
+        *layers(cav_w, 2),
+        *layers(active.cav_b, 1),
+        *layers(q_w, 2),
+        *layers(active.q_b, 1),
+        *layers(msg_w, 3),
+        *layers(active.msg_b, 2),
+        *layers(back, 2),
         len(active.cav_w),
         np.ascontiguousarray(X),
         Y,
